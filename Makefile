@@ -1,0 +1,130 @@
+# kernel_exporter Makefile.
+
+# ---------------------------------------------------------------------------
+# BPF programs
+#
+# Every programs/<name>.bpf.c compiles to programs/<name>.bpf.o, which is
+# committed and embedded into the binary (see programs/programs.go), so that
+# building the exporter needs only Go.
+#
+# Objects must be byte-identical whoever builds them, from whatever checkout
+# path: the toolchain is pinned, sources are passed by relative path, the
+# compilation directory recorded in debug info is rewritten to ".", and DWARF
+# is stripped afterwards (.BTF and .BTF.ext, which CO-RE needs, are kept).
+#
+#   make bpf        rebuild the objects in place
+#   make bpf-check  fail if a committed object is stale or missing
+#   make bpf-deps   install the toolchain (Debian/Ubuntu, used by CI)
+# ---------------------------------------------------------------------------
+
+CLANG      ?= clang-19
+LLVM_STRIP ?= llvm-strip-19
+BPF_ARCH   ?= x86
+
+BPF_DIR     := programs
+BPF_INCLUDE := include
+BPF_CFLAGS  := -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -O2 -g -Wall -Werror \
+	-I$(BPF_INCLUDE) \
+	-fdebug-prefix-map=$(CURDIR)=. -fdebug-compilation-dir=.
+
+BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c))
+BPF_OBJS    := $(BPF_SRCS:.bpf.c=.bpf.o)
+BPF_HEADERS := $(sort $(wildcard $(BPF_INCLUDE)/*.h $(BPF_INCLUDE)/*/*.h))
+
+# bpf_compile <source> <object>: compile then strip DWARF.
+define bpf_compile
+	$(CLANG) $(BPF_CFLAGS) -c $(1) -o $(2)
+	$(LLVM_STRIP) -g $(2)
+endef
+
+.PHONY: bpf bpf-check bpf-deps
+
+bpf: $(BPF_OBJS)
+
+$(BPF_DIR)/%.bpf.o: $(BPF_DIR)/%.bpf.c $(BPF_HEADERS)
+	$(call bpf_compile,$<,$@)
+
+# Rebuild every object into a scratch directory and compare it with the one
+# in the tree. Also catches a source without an object and the reverse.
+bpf-check:
+	@set -e; \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	fail=0; \
+	for src in $(BPF_SRCS); do \
+		obj=$${src%.bpf.c}.bpf.o; \
+		if [ ! -f "$$obj" ]; then \
+			echo "bpf-check: $$src has no object $$obj: run make bpf" >&2; \
+			fail=1; continue; \
+		fi; \
+		out="$$tmp/$$(basename "$$obj")"; \
+		$(CLANG) $(BPF_CFLAGS) -c "$$src" -o "$$out"; \
+		$(LLVM_STRIP) -g "$$out"; \
+		if ! cmp -s "$$obj" "$$out"; then \
+			echo "bpf-check: $$obj is stale (differs from a fresh build of $$src): run make bpf" >&2; \
+			fail=1; \
+		fi; \
+	done; \
+	for obj in $(wildcard $(BPF_DIR)/*.bpf.o); do \
+		if [ ! -f "$${obj%.bpf.o}.bpf.c" ]; then \
+			echo "bpf-check: $$obj has no source $${obj%.bpf.o}.bpf.c: delete it or add the source" >&2; \
+			fail=1; \
+		fi; \
+	done; \
+	if [ "$$fail" -ne 0 ]; then exit 1; fi; \
+	echo "bpf-check: $(words $(BPF_SRCS)) object(s) up to date"
+
+bpf-deps:
+	apt-get install -y clang-19 llvm-19 libbpf-dev
+
+# ---------------------------------------------------------------------------
+# End of BPF programs section
+# ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# Go build, run and tests
+#
+#   make build   static ./kernel_exporter (CGO_ENABLED=0), programs embedded
+#   make run     build, then start with the default bundled programs (root)
+#   make test    install test dependencies, check BPF objects, gofmt, vet,
+#                then every test: unit and integration (root, real BPF)
+# ---------------------------------------------------------------------------
+
+GO        ?= go
+BINARY    := kernel_exporter
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -s -w \
+	-X github.com/prometheus/common/version.Version=$(VERSION) \
+	-X github.com/prometheus/common/version.Revision=$(REVISION)
+RUN_ARGS  ?=
+TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux
+
+.PHONY: build run test test-deps check vet fmt-check
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/kernel_exporter
+
+run: build
+	./$(BINARY) $(RUN_ARGS)
+
+# Installs only what is missing, so it is quick on a prepared machine.
+test-deps:
+	@missing=""; for p in $(TEST_DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+check: bpf-check fmt-check vet
+
+test: test-deps check
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 40m ./...

@@ -1,0 +1,46 @@
+package collector
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Namespace of the exporter's own metrics.
+const selfNamespace = "kernel_exporter"
+
+var (
+	scrapeDurationDesc = prometheus.NewDesc(selfNamespace+"_scrape_duration_seconds",
+		"Time the last read of a config's maps took.", []string{"config"}, nil)
+	entriesReadDesc = prometheus.NewDesc(selfNamespace+"_map_entries_read",
+		"Map entries read by the last read of a config's maps.", []string{"config"}, nil)
+	decoderErrorsDesc = prometheus.NewDesc(selfNamespace+"_decoder_errors_total",
+		"Map keys dropped because a decoder failed on them.", []string{"config", "metric"}, nil)
+	seriesDroppedDesc = prometheus.NewDesc(selfNamespace+"_series_dropped_total",
+		"Series not exported because the metric reached max_series.", []string{"config", "metric"}, nil)
+)
+
+// collectSelf sends the config's scrape self-metrics.
+func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue,
+		time.Duration(c.lastDuration.Load()).Seconds(), c.name)
+	ch <- prometheus.MustNewConstMetric(entriesReadDesc, prometheus.GaugeValue,
+		float64(c.lastEntries.Load()), c.name)
+	for _, m := range c.metrics {
+		ch <- prometheus.MustNewConstMetric(decoderErrorsDesc, prometheus.CounterValue,
+			float64(m.decodeErr.Load()), c.name, m.Name)
+		ch <- prometheus.MustNewConstMetric(seriesDroppedDesc, prometheus.CounterValue,
+			float64(m.dropped.Load()), c.name, m.Name)
+	}
+}
+
+// LimitHits returns the metrics whose last read hit max_series.
+func (c *Config) LimitHits() []string {
+	var names []string
+	for _, m := range c.metrics {
+		if m.limitHit.Load() {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}

@@ -1,0 +1,148 @@
+// Package decoder turns the raw bytes of a BPF map key field into a
+// Prometheus label value.
+//
+// A label has a chain of decoders: the first gets the field's bytes (in host
+// byte order, exactly as the BPF program wrote them), each later one gets the
+// previous one's output, and the last output is the label value. For example
+// [uint, static_map] turns the 4 bytes 01 00 00 00 into "1" and then into
+// "read".
+//
+// Decoders are built once per label, when a config is loaded, so that bad
+// settings (an unknown decoder, a regexp that does not compile) are reported
+// before any scrape. Kernel state is read lazily and shared through an Env:
+// ksym and kstack search one immutable copy of kallsyms, and cgroup, ifname
+// and majorminor keep bounded LRU caches of the names they resolve. All
+// decoders are safe for concurrent use.
+//
+// Decoders, by input:
+//
+//	uint        1/2/4/8-byte unsigned integer → decimal
+//	hex         1/2/4/8-byte integer → 0x…; other widths → hex of the bytes
+//	string      C string (up to the first NUL)
+//	static_map  text → its static_map value
+//	regexp      text kept if it matches a pattern, else the key is dropped
+//	ksym        8-byte kernel address → symbol name
+//	kstack      stack id (4/8 bytes) or inline u64 frames → "outer;…;inner"
+//	syscall     4/8-byte syscall number → name (x86_64, arm64)
+//	errno       1/2/4/8-byte errno, sign ignored → "ENOENT"
+//	inet_ip     4/16-byte address in network byte order → text
+//	majorminor  4/8-byte kernel dev_t → block device name
+//	ifname      4/8-byte ifindex → interface name
+//	cgroup      8-byte cgroup v2 id → cgroup path
+//	dname       DNS wire-format name → "example.com"
+package decoder
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kernel-exporter/kernel_exporter/config"
+)
+
+// Decoder decodes one step of a label's chain.
+type Decoder interface {
+	// Decode returns the decoded value of in. It returns ErrSkip when the
+	// whole key must be dropped silently (the regexp decoder's no-match),
+	// and any other error when the input is malformed. Decode must not
+	// modify in, and callers must not modify the result: it may be shared
+	// (a cached name, a slice of a symbol table, or in itself). It is safe
+	// for concurrent use.
+	Decode(in []byte) ([]byte, error)
+}
+
+// ErrSkip drops a key from a scrape without counting it as a decoder error.
+var ErrSkip = errors.New("key skipped by decoder")
+
+// StackReader returns the frames (kernel instruction addresses, innermost
+// first, zero-terminated or full) of a stack id from a
+// BPF_MAP_TYPE_STACK_TRACE map.
+type StackReader interface {
+	Stack(id uint32) ([]uint64, error)
+}
+
+// Env holds what decoders share across configs: kernel symbol tables, cgroup
+// resolution and caches. The zero value is not usable; use NewEnv.
+type Env struct {
+	// CacheSize bounds every LRU cache a decoder keeps.
+	CacheSize int
+	// ProcRoot and SysRoot are "/proc" and "/sys" unless tests override them.
+	ProcRoot string
+	SysRoot  string
+
+	shared
+}
+
+// StackMaps resolves the stack_map setting of a kstack decoder to a reader.
+// An empty name means the object's only stack-trace map.
+type StackMaps func(name string) (StackReader, error)
+
+// Chain is the list of decoders of one label.
+type Chain []Decoder
+
+// Decode runs the chain and returns the label value.
+func (c Chain) Decode(in []byte) (string, error) {
+	out := in
+	for _, d := range c {
+		var err error
+		if out, err = d.Decode(out); err != nil {
+			return "", err
+		}
+	}
+	return string(out), nil
+}
+
+// NewChain builds the decoders of one label. size is the label's width in
+// bytes: the first decoder gets it, so that it can reject widths it cannot
+// handle; the later ones read the text output of the one before and get
+// size 0 (see New). Errors name the decoder and the bad setting; the caller
+// adds the file and field.
+func (e *Env) NewChain(confs []config.Decoder, size int, stacks StackMaps) (Chain, error) {
+	chain := make(Chain, 0, len(confs))
+	for i, conf := range confs {
+		if i > 0 {
+			size = textInput
+		}
+		d, err := e.New(conf, size, stacks)
+		if err != nil {
+			return nil, &ChainError{Index: i, Name: conf.Name, Err: err}
+		}
+		chain = append(chain, d)
+	}
+	return chain, nil
+}
+
+// ChainError says which decoder of a chain could not be built.
+type ChainError struct {
+	Index int
+	Name  string
+	Err   error
+}
+
+func (e *ChainError) Error() string { return e.Err.Error() }
+func (e *ChainError) Unwrap() error { return e.Err }
+
+// ErrUnknown is returned (wrapped) for a decoder name that does not exist.
+var ErrUnknown = errors.New("unknown decoder")
+
+// New builds one decoder from its config. size is the width in bytes of the
+// raw field the decoder reads, or 0 when its input is the text output of an
+// earlier decoder. Decoders that need the raw field (uint, ksym, kstack,
+// inet_ip, majorminor, ifname) reject size 0; hex then prints the text's
+// bytes, and syscall, errno and cgroup parse the decimal text of an earlier
+// uint decoder, as in ebpf_exporter's [uint, syscall] chains. stacks is used
+// by kstack only and may be nil otherwise.
+func (e *Env) New(conf config.Decoder, size int, stacks StackMaps) (Decoder, error) {
+	ctor, ok := registry[conf.Name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknown, conf.Name, knownNames())
+	}
+	return ctor(e, conf, size, stacks)
+}
+
+type constructor func(e *Env, conf config.Decoder, size int, stacks StackMaps) (Decoder, error)
+
+// registry maps decoder names to constructors; each decoder's file adds
+// itself in an init function.
+var registry = map[string]constructor{}
+
+func register(name string, c constructor) { registry[name] = c }

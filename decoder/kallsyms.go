@@ -1,0 +1,174 @@
+package decoder
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+)
+
+// kallsyms is the kernel symbol table of <ProcRoot>/kallsyms, sorted by
+// address, with one name per address. It is immutable once loaded, so
+// lookups need no lock.
+type kallsyms struct {
+	addrs []uint64 // ascending, unique
+	ends  []uint32 // names[ends[i-1]:ends[i]] is the name at addrs[i]
+	names []byte
+}
+
+// kallsyms returns the Env's symbol table, reading it on first use. A failed
+// read is remembered: the file does not change while the exporter runs,
+// except for modules, which a restart (or a new Env) picks up.
+func (e *Env) kallsyms() (*kallsyms, error) {
+	e.ksymsOnce.Do(func() {
+		file := e.procPath("kallsyms")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			e.ksymsErr = err
+			return
+		}
+		e.ksyms, e.ksymsErr = parseKallsyms(data)
+		if e.ksymsErr != nil {
+			e.ksymsErr = fmt.Errorf("%s: %w", file, e.ksymsErr)
+		}
+	})
+	return e.ksyms, e.ksymsErr
+}
+
+// errNoAddresses is returned for a kallsyms file whose addresses are all
+// zero, as the kernel shows them to readers without CAP_SYSLOG.
+var errNoAddresses = errors.New("all symbol addresses are zero (kernel.kptr_restrict, or not running as root?)")
+
+// parseKallsyms reads lines of the form
+//
+//	ffffffff821fb620 T schedule
+//	ffffffffc0a01000 t nf_hook_slow	[nf_tables]
+//
+// by hand (the file has ~200k lines). Absolute (a, A) and undefined (U)
+// symbols are skipped; so are malformed lines. When several symbols share an
+// address, the name kept is the first global one with the fewest leading
+// underscores (schedule over __schedule_alias).
+func parseKallsyms(data []byte) (*kallsyms, error) {
+	type sym struct {
+		addr       uint64
+		start, end uint32 // of the name in data
+		rank       int    // lower is better
+	}
+	syms := make([]sym, 0, bytes.Count(data, []byte{'\n'})+1)
+	zeros := 0
+	for off := 0; off < len(data); {
+		line := data[off:]
+		lineStart := off
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+			off += i + 1
+		} else {
+			off = len(data)
+		}
+		addr, n := parseHexPrefix(line)
+		if n == 0 || n+3 >= len(line) || line[n] != ' ' || line[n+2] != ' ' {
+			continue
+		}
+		typ := line[n+1]
+		if typ == 'a' || typ == 'A' || typ == 'U' {
+			continue
+		}
+		if addr == 0 {
+			zeros++
+			continue
+		}
+		name := line[n+3:]
+		if i := bytes.IndexByte(name, '\t'); i >= 0 {
+			name = name[:i]
+		}
+		if len(name) == 0 {
+			continue
+		}
+		rank := 0
+		for rank < len(name) && name[rank] == '_' {
+			rank++
+		}
+		if typ >= 'a' && typ <= 'z' {
+			rank += 1 << 16 // local symbols lose to global ones
+		}
+		start := uint32(lineStart + n + 3)
+		syms = append(syms, sym{addr: addr, start: start, end: start + uint32(len(name)), rank: rank})
+	}
+	if len(syms) == 0 {
+		if zeros > 0 {
+			return nil, errNoAddresses
+		}
+		return nil, errors.New("no symbols")
+	}
+	// Stable order for equal addresses: by rank, then file order (the
+	// slice is in file order, and SortStableFunc keeps it).
+	slices.SortStableFunc(syms, func(a, b sym) int {
+		if c := cmp.Compare(a.addr, b.addr); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.rank, b.rank)
+	})
+	k := &kallsyms{
+		addrs: make([]uint64, 0, len(syms)),
+		ends:  make([]uint32, 0, len(syms)),
+	}
+	var size int
+	for i, s := range syms {
+		if i == 0 || s.addr != syms[i-1].addr {
+			size += int(s.end - s.start)
+		}
+	}
+	k.names = make([]byte, 0, size)
+	for i, s := range syms {
+		if i > 0 && s.addr == syms[i-1].addr {
+			continue
+		}
+		k.addrs = append(k.addrs, s.addr)
+		k.names = append(k.names, data[s.start:s.end]...)
+		k.ends = append(k.ends, uint32(len(k.names)))
+	}
+	return k, nil
+}
+
+// lookup returns the name of the symbol that contains addr: the one at addr
+// or the closest one before it. Addresses below the first symbol or above
+// the last one are not found. The result is a read-only slice of the table.
+func (k *kallsyms) lookup(addr uint64) ([]byte, bool) {
+	i := sort.Search(len(k.addrs), func(i int) bool { return k.addrs[i] > addr }) - 1
+	if i < 0 || (i == len(k.addrs)-1 && k.addrs[i] != addr) {
+		return nil, false
+	}
+	var start uint32
+	if i > 0 {
+		start = k.ends[i-1]
+	}
+	end := k.ends[i]
+	return k.names[start:end:end], true
+}
+
+// parseHexPrefix parses the hex digits at the start of b (at most 16) and
+// returns the value and how many bytes it used; 0 bytes if b does not start
+// with a hex digit.
+func parseHexPrefix(b []byte) (uint64, int) {
+	var v uint64
+	n := 0
+	for n < len(b) && n < 16 {
+		c := b[n]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return v, n
+		}
+		v = v<<4 | uint64(c)
+		n++
+	}
+	return v, n
+}

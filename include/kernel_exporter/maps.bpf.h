@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * kernel_exporter helpers for BPF programs: counters and histograms kept in
+ * BPF maps in the layout the exporter reads.
+ *
+ * Every map value is a u64 (8 bytes); per-CPU maps hold one u64 per CPU and
+ * the exporter sums them at scrape time.
+ *
+ * Histogram keys end with a u32 "bucket" field. Slot numbering:
+ *   exp2:     slot k counts values v with 2^(k-1) < v <= 2^k (slot 0: v <= 1),
+ *             so the exporter's le=2^k*multiplier is a true upper bound.
+ *   exp2zero: slot 0 counts v == 0, slot k>0 counts 2^(k-2) < v <= 2^(k-1).
+ *   linear:   slot k counts values v with k-1 < v <= k.
+ * Values above the last slot land in the last slot (bucket_max). The slot
+ * bucket_max + 1 holds the running sum of all observed values, in the same
+ * unit as the buckets; the exporter turns it into the histogram's _sum.
+ */
+#ifndef __KERNEL_EXPORTER_MAPS_BPF_H
+#define __KERNEL_EXPORTER_MAPS_BPF_H
+
+#include <bpf/bpf_helpers.h>
+
+/* ke_add adds inc to the u64 at key in map, creating the entry if needed. */
+static __always_inline void ke_add(void *map, const void *key, __u64 inc)
+{
+	__u64 zero = 0, *val;
+
+	val = bpf_map_lookup_elem(map, key);
+	if (!val) {
+		/* BPF_NOEXIST: a concurrent creator wins, then we add to it. */
+		bpf_map_update_elem(map, key, &zero, BPF_NOEXIST);
+		val = bpf_map_lookup_elem(map, key);
+		if (!val)
+			return;
+	}
+	__sync_fetch_and_add(val, inc);
+}
+
+/* ke_add_percpu is ke_add for per-CPU maps: no atomic needed. */
+static __always_inline void ke_add_percpu(void *map, const void *key, __u64 inc)
+{
+	__u64 zero = 0, *val;
+
+	val = bpf_map_lookup_elem(map, key);
+	if (!val) {
+		bpf_map_update_elem(map, key, &zero, BPF_NOEXIST);
+		val = bpf_map_lookup_elem(map, key);
+		if (!val)
+			return;
+	}
+	*val += inc;
+}
+
+/* ke_log2 returns floor(log2(v)) for v > 0, and 0 for v == 0. */
+static __always_inline __u32 ke_log2(__u64 v)
+{
+	__u32 r = 0, shift;
+
+	shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+/* ke_exp2_slot returns ceil(log2(v)): the smallest k with v <= 2^k. */
+static __always_inline __u32 ke_exp2_slot(__u64 v)
+{
+	if (v <= 1)
+		return 0;
+	return ke_log2(v - 1) + 1;
+}
+
+/* ke_exp2zero_slot returns 0 for v == 0, else ke_exp2_slot(v) + 1. */
+static __always_inline __u32 ke_exp2zero_slot(__u64 v)
+{
+	if (v == 0)
+		return 0;
+	return ke_exp2_slot(v) + 1;
+}
+
+/*
+ * ke_observe records value v in the histogram map under key, whose u32
+ * member "bucket" is overwritten: slot is clamped to max_bucket, and the sum
+ * goes to slot max_bucket + 1. add is ke_add or ke_add_percpu.
+ */
+#define ke_observe(add, map, key, slot, v, max_bucket)                   \
+	do {                                                             \
+		__u32 __s = (slot);                                      \
+		(key).bucket = __s > (max_bucket) ? (max_bucket) : __s;  \
+		add(map, &(key), 1);                                     \
+		(key).bucket = (max_bucket) + 1;                         \
+		add(map, &(key), (v));                                   \
+	} while (0)
+
+#endif /* __KERNEL_EXPORTER_MAPS_BPF_H */

@@ -1,0 +1,149 @@
+// Package loader turns a program's BPF object into running kernel programs.
+//
+// The model: an Object is one config's <name>.bpf.o. Load parses the ELF into
+// a cilium/ebpf CollectionSpec, applies kaddrs, loads every map and program
+// into the kernel (CO-RE relocations use the running kernel's BTF), and
+// attaches each program according to its ELF section name:
+//
+//	tracepoint/<group>/<event>, tp/<group>/<event>   tracepoint
+//	raw_tp/<event>, raw_tracepoint/<event>            raw tracepoint
+//	tp_btf/<event>                                    BTF-typed raw tracepoint (5.5+)
+//	fentry/<func>, fexit/<func>                       BPF trampoline (5.5+)
+//	kprobe/<func>, kretprobe/<func>                   kprobe (CONFIG_KPROBES)
+//	uprobe/<path>:<symbol>[+<offset>], uretprobe/...  uprobe
+//
+// A failure is never fatal to the process: Load returns an error describing
+// the first problem (with the verifier log's last lines for a rejected
+// program, or "kprobes not supported by this kernel"), and the caller marks
+// that one config down while the others keep running.
+package loader
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// Program is one BPF program of an object and its attachment.
+type Program struct {
+	// Name is the C function name; Section the ELF section it came from.
+	Name    string
+	Section string
+	// Prog is the loaded program, nil when loading failed.
+	Prog *ebpf.Program
+	// Err is why the program is not attached (nil when it is).
+	Err  error
+	link link.Link
+}
+
+// Attached reports whether the program is attached to its hook.
+func (p *Program) Attached() bool { return p.link != nil }
+
+// Object is a loaded and attached BPF object.
+type Object struct {
+	Spec       *ebpf.CollectionSpec
+	Collection *ebpf.Collection
+	Programs   []*Program
+}
+
+// ParseObject reads a BPF ELF object. name is used in errors only.
+func ParseObject(name string, data []byte) (*ebpf.CollectionSpec, error) {
+	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("parse BPF object %s: %w", name, err)
+	}
+	return spec, nil
+}
+
+var memlockOnce sync.Once
+var memlockErr error
+
+// raiseMemlock lifts RLIMIT_MEMLOCK on kernels that charge BPF memory to it
+// (before 5.11); newer kernels use memory cgroups and need nothing.
+func raiseMemlock() error {
+	memlockOnce.Do(func() { memlockErr = rlimit.RemoveMemlock() })
+	return memlockErr
+}
+
+// Load loads spec into the kernel and attaches all its programs. kaddrs are
+// written into the global variables kaddr_<symbol> first. On error nothing
+// stays loaded.
+func Load(spec *ebpf.CollectionSpec, kaddrs []string, btfPath string) (*Object, error) {
+	if err := raiseMemlock(); err != nil {
+		return nil, fmt.Errorf("raise memlock limit: %w", err)
+	}
+	if err := setKaddrs(spec, kaddrs); err != nil {
+		return nil, err
+	}
+	opts := ebpf.CollectionOptions{}
+	if btfPath != "" {
+		kspec, err := loadKernelBTF(btfPath)
+		if err != nil {
+			return nil, err
+		}
+		opts.Programs.KernelTypes = kspec
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, opts)
+	if err != nil {
+		return nil, loadError(spec, err)
+	}
+	obj := &Object{Spec: spec, Collection: coll}
+	for _, name := range sortedPrograms(spec) {
+		ps := spec.Programs[name]
+		p := &Program{Name: name, Section: ps.SectionName, Prog: coll.Programs[name]}
+		obj.Programs = append(obj.Programs, p)
+		l, err := attach(ps, p.Prog)
+		if err != nil {
+			p.Err = fmt.Errorf("attach %s: %w", ps.SectionName, err)
+			obj.Close()
+			return obj, p.Err
+		}
+		p.link = l
+	}
+	if len(obj.Programs) == 0 {
+		obj.Close()
+		return obj, errors.New("object has no programs to attach")
+	}
+	return obj, nil
+}
+
+// Close detaches every link and unloads every program and map of the object.
+func (o *Object) Close() {
+	for _, p := range o.Programs {
+		if p.link != nil {
+			p.link.Close()
+			p.link = nil
+		}
+	}
+	if o.Collection != nil {
+		o.Collection.Close()
+		o.Collection = nil
+	}
+}
+
+// loadError explains a failed NewCollection: verifier rejections keep the
+// log's last lines, and fentry/fexit EPERM becomes a plain "not supported".
+func loadError(spec *ebpf.CollectionSpec, err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		lines := ve.Log
+		if len(lines) > 8 {
+			lines = lines[len(lines)-8:]
+		}
+		return fmt.Errorf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, strings.Join(lines, "\n  "))
+	}
+	if isPermission(err) {
+		for _, ps := range spec.Programs {
+			if kind(ps.SectionName) == "fentry" || kind(ps.SectionName) == "fexit" {
+				return fmt.Errorf("load %s: fentry/fexit not supported by this kernel: %w", ps.SectionName, err)
+			}
+		}
+	}
+	return fmt.Errorf("load: %w", err)
+}

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+//go:build ignore
+
+// (The build constraint above keeps the Go tool from treating this BPF C file
+// as cgo source of package programs; clang ignores it.)
+/*
+ * runqlat: run-queue latency, the time a task spends runnable, waiting for a
+ * CPU, from wakeup (or preemption) until it is switched in.
+ *
+ * Why: keepalives pinned connections to a few busy NGINX workers; their
+ * requests queued behind each other, which shows up as run-queue latency.
+ *
+ * Kernel source: BTF tracepoints (tp_btf, 5.5+) sched:sched_wakeup and
+ * sched:sched_wakeup_new (struct task_struct *p), and sched:sched_switch
+ * (bool preempt, struct task_struct *prev, struct task_struct *next, ...;
+ * preempt since 4.4, a trailing prev_state since 5.18, unused here). All
+ * three are tracepoints since 2.6.28. prev->__state has that name since 5.14.
+ *
+ * A task is timed from wakeup, or from the switch that took it off the CPU
+ * while still runnable (preempted: prev->__state == TASK_RUNNING), until a
+ * sched_switch picks it as next. Start times live in a HASH keyed by pid.
+ *
+ * Map run_queue_latency_seconds (PERCPU_HASH), key struct runq_key, 4 bytes:
+ *   offset 0  u32 bucket   exp2 slot of the latency, 0..36; 37 holds the sum
+ *   value u64 per CPU      count of switch-ins (slot 37: sum of latencies);
+ *                          the exporter sums the per-CPU values
+ * Bucket unit: nanoseconds (slot k: latency <= 2^k ns; 36 ≈ 69 s).
+ *
+ * Why PERCPU_HASH: sched_switch is one of the hottest paths in the kernel
+ * and every CPU hits the same ~20 slots. A shared map would need an atomic
+ * add per event and would bounce those cache lines between CPUs; a per-CPU
+ * value is a plain add to CPU-local memory (ke_add_percpu). A hash rather
+ * than an array keeps unused slots out of the map.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "kernel_exporter/maps.bpf.h"
+
+#define MAX_BUCKET	36
+#define TASK_RUNNING	0
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct runq_key {
+	__u32 bucket;
+};
+_Static_assert(sizeof(struct runq_key) == 4, "runqlat.yaml expects a 4-byte key");
+
+/* When each runnable task started waiting (bpf_ktime_get_ns), by pid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 10240);
+	__type(key, __u32);
+	__type(value, __u64);
+} runq_start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MAX_BUCKET + 2);
+	__type(key, struct runq_key);
+	__type(value, __u64);
+} run_queue_latency_seconds SEC(".maps");
+
+static __always_inline void enqueued(struct task_struct *p)
+{
+	__u32 pid = BPF_CORE_READ(p, pid);
+	__u64 ts;
+
+	if (!pid) /* the idle tasks never wait */
+		return;
+	ts = bpf_ktime_get_ns();
+	bpf_map_update_elem(&runq_start, &pid, &ts, BPF_ANY);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *p)
+{
+	enqueued(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new, struct task_struct *p)
+{
+	enqueued(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	struct runq_key key = {};
+	__u64 *start, delta_ns;
+	__u32 pid;
+
+	/* Switched out while still runnable: it waits in the queue again. */
+	if (BPF_CORE_READ(prev, __state) == TASK_RUNNING)
+		enqueued(prev);
+
+	pid = BPF_CORE_READ(next, pid);
+	start = bpf_map_lookup_elem(&runq_start, &pid);
+	if (!start)
+		return 0; /* woken before we were attached, or the idle task */
+	delta_ns = bpf_ktime_get_ns() - *start;
+	bpf_map_delete_elem(&runq_start, &pid);
+
+	ke_observe(ke_add_percpu, &run_queue_latency_seconds, key,
+		   ke_exp2_slot(delta_ns), delta_ns, MAX_BUCKET);
+	return 0;
+}

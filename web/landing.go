@@ -1,0 +1,57 @@
+// Package web serves the exporter's landing page: every config, its state,
+// and the reason when it is down.
+package web
+
+import (
+	"html/template"
+	"net/http"
+	"strings"
+
+	"github.com/kernel-exporter/kernel_exporter/collector"
+)
+
+// Landing returns the handler of "/": a page listing every config.
+func Landing(status *collector.Status, metricsPath, version string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		type row struct {
+			collector.State
+			Limits string
+		}
+		var rows []row
+		for _, st := range status.States() {
+			rw := row{State: st}
+			if st.Collector != nil {
+				rw.Limits = strings.Join(st.Collector.LimitHits(), ", ")
+			}
+			rows = append(rows, rw)
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = page.Execute(w, map[string]any{"Rows": rows, "Metrics": metricsPath, "Version": version})
+	})
+}
+
+var page = template.Must(template.New("landing").Parse(`<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>kernel_exporter</title>
+<style>
+body{font-family:sans-serif;margin:2em} table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+.up{color:#080}.down{color:#b00} pre{margin:0;white-space:pre-wrap}
+</style></head><body>
+<h1>kernel_exporter</h1>
+<p>eBPF programs in the kernel, their maps served as Prometheus metrics. Version {{.Version}}.</p>
+<p><a href="{{.Metrics}}">Metrics</a></p>
+<h2>Configs</h2>
+<table><tr><th>config</th><th>source</th><th>state</th><th>programs</th><th>reason</th></tr>
+{{range .Rows}}<tr>
+<td>{{.Name}}</td><td>{{.Source}}</td>
+<td>{{if .Up}}<span class="up">up</span>{{else}}<span class="down">down</span>{{end}}</td>
+<td>{{range .Programs}}{{.Name}} ({{.Section}}): {{if .Attached}}attached{{else}}not attached{{end}}<br>{{end}}</td>
+<td>{{if .Up}}{{if .Limits}}max_series reached: {{.Limits}}{{end}}{{else}}<pre>{{.Reason}}</pre>{{end}}</td>
+</tr>{{end}}
+</table>
+</body></html>
+`))
