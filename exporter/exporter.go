@@ -104,7 +104,7 @@ func (e *Exporter) start(src Source, env *decoder.Env, opts Options) *collector.
 		st.Reason = err.Error()
 		return st
 	}
-	obj, err := loader.Load(spec, cfg.Kaddrs, opts.BTFPath)
+	obj, err := loader.Load(spec, cfg, loader.Options{BTFPath: opts.BTFPath})
 	if obj != nil {
 		for _, p := range obj.Programs {
 			st.Programs = append(st.Programs, collector.ProgramState{Name: p.Name, Section: p.Section, Attached: p.Attached(), Prog: p.Prog})

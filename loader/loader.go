@@ -28,6 +28,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
 // Program is one BPF program of an object and its attachment.
@@ -71,25 +73,33 @@ func raiseMemlock() error {
 	return memlockErr
 }
 
-// Load loads spec into the kernel and attaches all its programs. kaddrs are
-// written into the global variables kaddr_<symbol> first. On error nothing
-// stays loaded.
-func Load(spec *ebpf.CollectionSpec, kaddrs []string, btfPath string) (*Object, error) {
+// Options are the process-wide settings of Load.
+type Options struct {
+	// BTFPath is an external vmlinux BTF file; empty uses the running
+	// kernel's /sys/kernel/btf/vmlinux.
+	BTFPath string
+}
+
+// Load loads spec into the kernel and attaches all its programs, as the
+// config says (cfg.Kaddrs are written into the global variables
+// kaddr_<symbol> first). On error nothing stays loaded, and the returned
+// Object (when not nil) lists the programs and why each is not attached.
+func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object, error) {
 	if err := raiseMemlock(); err != nil {
 		return nil, fmt.Errorf("raise memlock limit: %w", err)
 	}
-	if err := setKaddrs(spec, kaddrs); err != nil {
+	if err := setKaddrs(spec, cfg.Kaddrs); err != nil {
 		return nil, err
 	}
-	opts := ebpf.CollectionOptions{}
-	if btfPath != "" {
-		kspec, err := loadKernelBTF(btfPath)
+	copts := ebpf.CollectionOptions{}
+	if opts.BTFPath != "" {
+		kspec, err := loadKernelBTF(opts.BTFPath)
 		if err != nil {
 			return nil, err
 		}
-		opts.Programs.KernelTypes = kspec
+		copts.Programs.KernelTypes = kspec
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, opts)
+	coll, err := ebpf.NewCollectionWithOptions(spec, copts)
 	if err != nil {
 		return nil, loadError(spec, err)
 	}

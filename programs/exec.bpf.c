@@ -13,10 +13,10 @@
  * accounts for; the rate by command name shows who is doing it.
  *
  * Kernel source: BTF tracepoint (tp_btf, 5.5+) sched:sched_process_exec
- * (include/trace/events/sched.h, since 3.4), fired after a new program has
- * been loaded, in the context of the task that exec'd. The command name is
- * bpf_get_current_comm(), which is already the new program's (the basename
- * of the file, truncated to 15 bytes).
+ * (include/trace/events/sched.h, since about 3.4), fired after a new
+ * program has been loaded, in the context of the task that exec'd. The
+ * command name is bpf_get_current_comm(), which is already the new
+ * program's (the basename of the file, truncated to 15 bytes).
  *
  * Map process_execs_total (HASH), key char comm[16] (16 bytes, NUL padded),
  * value u64: execs.

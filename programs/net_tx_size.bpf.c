@@ -17,7 +17,7 @@
  * sees the skb once.
  *
  * Kernel source: BTF tracepoint (tp_btf, 5.5+) net:net_dev_start_xmit
- * (include/trace/events/net.h, since 3.19), arguments
+ * (include/trace/events/net.h, since about 3.19), arguments
  * const struct sk_buff *skb, const struct net_device *dev, fired for each
  * skb a driver's ndo_start_xmit is about to get. The size is skb->len (all
  * bytes including the link-layer header); the segment count is
@@ -33,10 +33,10 @@
  *
  * Map net_tx_gso_segments (PERCPU_HASH), same key, 8 bytes:
  *   offset 4  u32 bucket    exp2zero slot of gso_segs, 0..17; 18 holds the
- *                           sum. gso_segs is 0 for skbs the stack did not
- *                           mark for segmentation (slot 0), 1 for
- *                           single-segment TCP skbs (slot 1), n for GSO/TSO
- *                           skbs of n segments.
+ *                           sum. An skb that leaves as one packet has
+ *                           gso_segs 0 or 1 (slot 0 or 1: TCP sets 1 on
+ *                           some paths, most others leave 0); a GSO/TSO skb
+ *                           of n segments has n.
  *   value u64 per CPU: skbs (slot 18: sum of segments).
  *
  * Label bounds: one device label per interface that transmitted. Hosts that

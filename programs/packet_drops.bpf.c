@@ -15,13 +15,16 @@
  *
  * Kernel source: BTF tracepoint (tp_btf, 5.5+) skb:kfree_skb
  * (include/trace/events/skb.h, since 2.6.30). Its reason argument
- * (enum skb_drop_reason) exists since 5.17; 6.11 added a fourth, rx_sk,
+ * (enum skb_drop_reason) exists since 5.17; about 6.11 added a fourth, rx_sk,
  * unused here. Arguments: struct sk_buff *skb, void *location,
  * enum skb_drop_reason reason.
  *
  * The freeing of consumed (not dropped) packets goes to skb:consume_skb, but
  * the reasons "not dropped yet" and "consumed" are skipped here anyway,
  * looked up by name through CO-RE so that their numbers may change.
+ * Some losses are not kfree_skb drops and are not counted: a SYN refused
+ * because the listener's accept queue is full is consumed, not dropped
+ * (ListenOverflows in /proc/net/netstat grows without an event on 6.18).
  *
  * Map packet_drops_total (HASH), key struct drop_key, 8 bytes:
  *   offset 0  u32 reason    enum skb_drop_reason value of the running kernel

@@ -15,14 +15,16 @@
  * port, is refusing data.
  *
  * Kernel sources, all BTF tracepoints (tp_btf, 5.5+):
- *   sock:sock_rcvqueue_full (include/trace/events/sock.h, since 3.0;
+ *   sock:sock_rcvqueue_full (include/trace/events/sock.h, since about 3.0;
  *     struct sock *sk, struct sk_buff *skb): fired by __sock_queue_rcv_skb
- *     when sk_rmem_alloc >= sk_rcvbuf. That generic path serves raw and
- *     ping sockets and some non-IP families (CAN, Bluetooth, ...). UDP
- *     (since 4.10) and TCP queue packets through their own code and never
- *     fire it: see udp_receive_errors_total and packet_drops.
- *   sock:sock_exceed_buf_limit (same file, since 3.0; struct sock *sk,
- *     struct proto *prot, long allocated, int kind; kind since 4.17):
+ *     when sk_rmem_alloc >= sk_rcvbuf. That generic path serves ICMP ping
+ *     sockets and some non-IP families (CAN, Bluetooth, ...). UDP (since
+ *     4.10) and TCP queue packets through their own code and never fire it
+ *     (see udp_receive_errors_total and packet_drops); on 6.18 raw IP
+ *     sockets drop before this point too (their /proc/net/raw drop count
+ *     grows without an event).
+ *   sock:sock_exceed_buf_limit (same file and version; struct sock *sk,
+ *     struct proto *prot, long allocated, int kind; kind added in 4.x):
  *     fired when a protocol's memory (tcp_mem, udp_mem, sctp_mem) is above
  *     its hard limit, or above the pressure threshold with the socket over
  *     its share, and an allocation is refused. kind: SK_MEM_SEND (0) or
@@ -31,6 +33,11 @@
  *     int rc, struct sock *sk, and since 6.x struct sk_buff *skb): fired
  *     when UDP cannot queue a received datagram, rc = -ENOMEM for a full
  *     receive buffer (RcvbufErrors), -ENOBUFS for udp_mem (MemErrors).
+ *     Since "udp: remove busylock and add per NUMA queues" (6.18) udp_mem
+ *     drops happen after the datagram was accepted into a per-NUMA queue,
+ *     without this event (and without MemErrors): they show only as
+ *     socket_buffer_limit_exceeded_total{protocol="udp",kind="receive"}
+ *     and packet_drops_total{reason="PROTO_MEM"}.
  *
  * Map socket_rcvqueue_full_total (HASH), key struct rcvq_key, 4 bytes:
  *   offset 0  u16 family    sk->sk_family (AF_*)

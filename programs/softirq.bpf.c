@@ -15,8 +15,9 @@
  * pushed to ksoftirqd or starved behind other work.
  *
  * Kernel source: BTF tracepoints (tp_btf, 5.5+) irq:softirq_raise,
- * irq:softirq_entry and irq:softirq_exit (include/trace/events/irq.h, all
- * since 2.6.28), each with one argument, unsigned int vec_nr.
+ * irq:softirq_entry and irq:softirq_exit (include/trace/events/irq.h;
+ * entry and exit since about 2.6.30, raise since about 2.6.37), each with
+ * one argument, unsigned int vec_nr.
  *
  * Softirqs are per CPU: a vector raised on a CPU runs on that CPU, and
  * softirqs do not nest on one CPU. Start times therefore live in per-CPU
@@ -44,7 +45,7 @@
 #include "kernel_exporter/maps.bpf.h"
 
 #define MAX_BUCKET	36
-#define NR_VECTORS	10	/* NR_SOFTIRQS, unchanged since 4.1 */
+#define NR_VECTORS	10	/* NR_SOFTIRQS on every kernel with tp_btf */
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -41,6 +41,10 @@
  *   value u64: sockets (slot 37: sum of nanoseconds).
  * Bucket unit: nanoseconds (slot k: time <= 2^k ns; slot 36 ≈ 69 s).
  *
+ * A socket entering TIME_WAIT is replaced by a timewait socket and closed:
+ * the tracepoint shows FIN_WAIT2 -> CLOSE (or CLOSING -> CLOSE), never
+ * -> TIME_WAIT.
+ *
  * Label bounds: from and to are TCP states, 13 values each (at most 169
  * pairs, about 25 occur). No addresses or ports.
  */

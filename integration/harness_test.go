@@ -1,0 +1,292 @@
+// Package integration runs the real kernel_exporter binary against this
+// machine's kernel: tests trigger kernel events and assert that metrics moved
+// by the expected amount. They need root and BPF; with CI=true they fail
+// instead of skipping when either is missing.
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// binary is the kernel_exporter built once for the whole package.
+var binary string
+
+// repoRoot is the checkout's top directory.
+var repoRoot string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	wd, _ := os.Getwd()
+	repoRoot = filepath.Dir(wd)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "integration tests need root, and CI=true forbids skipping them")
+			return 1
+		}
+		fmt.Fprintln(os.Stderr, "integration tests skipped: not root")
+		return 0
+	}
+	dir, err := os.MkdirTemp("", "kernel_exporter-it-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "kernel_exporter")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/kernel_exporter")
+	build.Dir = repoRoot
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build kernel_exporter: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// Exporter is a running kernel_exporter process.
+type Exporter struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	URL  string // http://127.0.0.1:port
+	logs *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Start runs kernel_exporter with args on a free loopback port and waits
+// until it serves /metrics. The process gets SIGTERM at test cleanup.
+func Start(t *testing.T, args ...string) *Exporter {
+	t.Helper()
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
+	e.cmd = exec.Command(binary, append([]string{"--web.listen-address=" + addr}, args...)...)
+	e.cmd.Stdout = e.logs
+	e.cmd.Stderr = e.logs
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { e.done <- e.cmd.Wait() }()
+	t.Cleanup(func() { e.Stop() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(e.URL + "/metrics")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return e
+			}
+		}
+		select {
+		case err := <-e.done:
+			e.done <- err
+			t.Fatalf("kernel_exporter exited early: %v\n%s", err, e.logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kernel_exporter did not serve within 30s\n%s", e.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop sends SIGTERM and waits for the process to exit (killing it after
+// 10 s). It returns the exit error.
+func (e *Exporter) Stop() error {
+	if e.cmd.ProcessState != nil {
+		return nil
+	}
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-e.done:
+		return err
+	case <-time.After(10 * time.Second):
+		_ = e.cmd.Process.Kill()
+		e.t.Errorf("kernel_exporter did not exit within 10s of SIGTERM\n%s", e.logs)
+		return <-e.done
+	}
+}
+
+// Logs returns what the process printed so far.
+func (e *Exporter) Logs() string { return e.logs.String() }
+
+// Get fetches a path and returns the body.
+func (e *Exporter) Get(path string) string {
+	e.t.Helper()
+	resp, err := http.Get(e.URL + path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		e.t.Fatalf("GET %s: %s\n%s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+// Metrics is one parsed scrape.
+type Metrics map[string]*dto.MetricFamily
+
+// Scrape fetches and parses /metrics.
+func (e *Exporter) Scrape() Metrics {
+	e.t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(e.Get("/metrics")))
+	if err != nil {
+		e.t.Fatalf("parse /metrics: %v", err)
+	}
+	return Metrics(mfs)
+}
+
+// L builds a label matcher: L("device", "vda", "operation", "read").
+func L(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func matches(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := want[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+// Value sums the counter, gauge or untyped values of the series of name
+// whose labels include want.
+func (ms Metrics) Value(name string, want map[string]string) float64 {
+	var v float64
+	if mf, ok := ms[name]; ok {
+		for _, m := range mf.GetMetric() {
+			if !matches(m, want) {
+				continue
+			}
+			v += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+		}
+	}
+	return v
+}
+
+// Series counts the series of name whose labels include want.
+func (ms Metrics) Series(name string, want map[string]string) int {
+	n := 0
+	if mf, ok := ms[name]; ok {
+		for _, m := range mf.GetMetric() {
+			if matches(m, want) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Hist returns the summed count and sum of the histogram series of name
+// whose labels include want, and the cumulative count at bucket le (or -1
+// when no bucket has that bound).
+func (ms Metrics) Hist(name string, want map[string]string, le float64) (count uint64, sum float64, atLE int64) {
+	atLE = -1
+	if mf, ok := ms[name]; ok {
+		for _, m := range mf.GetMetric() {
+			if !matches(m, want) {
+				continue
+			}
+			h := m.GetHistogram()
+			count += h.GetSampleCount()
+			sum += h.GetSampleSum()
+			for _, b := range h.GetBucket() {
+				if b.GetUpperBound() == le {
+					if atLE < 0 {
+						atLE = 0
+					}
+					atLE += int64(b.GetCumulativeCount())
+				}
+			}
+		}
+	}
+	return count, sum, atLE
+}
+
+// LabelValues returns the values of label across the series of name.
+func (ms Metrics) LabelValues(name, label string) []string {
+	var out []string
+	if mf, ok := ms[name]; ok {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label {
+					out = append(out, lp.GetValue())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Eventually polls cond every 200 ms for up to d, then fails with msg.
+func Eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
