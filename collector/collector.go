@@ -111,7 +111,6 @@ func (c *Config) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range f.metrics {
 		ch <- m
 	}
-	c.collectSelf(ch)
 }
 
 // read builds every metric of the config from its map.

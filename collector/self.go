@@ -20,7 +20,8 @@ var (
 		"Series not exported because the metric reached max_series.", []string{"config", "metric"}, nil)
 )
 
-// collectSelf sends the config's scrape self-metrics.
+// collectSelf sends the config's scrape self-metrics. The Status collector
+// calls it, so that these descriptors are registered once for all configs.
 func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue,
 		time.Duration(c.lastDuration.Load()).Seconds(), c.name)

@@ -36,6 +36,10 @@ type ProgramState struct {
 //	kernel_exporter_program_run_seconds_total{config,program}  (kernel BPF stats)
 //	kernel_exporter_program_runs_total{config,program}         (kernel BPF stats)
 //
+// and, for configs that are up, the scrape self-metrics of their collector
+// (scrape duration and entries read of the last read, decoder errors, series
+// dropped).
+//
 // Run time and count come from the kernel's per-program statistics, which
 // only advance while kernel.bpf_stats_enabled is 1.
 type Status struct {
@@ -76,7 +80,8 @@ func (s *Status) States() []State {
 
 // Describe sends the status descriptors.
 func (s *Status) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{upDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc} {
+	for _, d := range []*prometheus.Desc{upDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
+		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesDroppedDesc} {
 		ch <- d
 	}
 }
@@ -91,6 +96,9 @@ func (s *Status) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(errorInfoDesc, prometheus.GaugeValue, 1, st.Name, st.Reason)
 		}
 		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, st.Name)
+		if st.Collector != nil {
+			st.Collector.collectSelf(ch)
+		}
 		for _, p := range st.Programs {
 			att := 0.0
 			if p.Attached {
