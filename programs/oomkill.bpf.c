@@ -15,9 +15,10 @@
  * (include/trace/events/oom.h, a 4.x tracepoint), fired once per victim
  * chosen by the OOM killer (global or memory-cgroup OOM). Recent kernels
  * (6.18 has it) pass struct task_struct *task and uid_t uid; older ones
- * pass only int pid. The victim's cgroup is read from task->cgroups->dfl_cgrp, the
- * task's cgroup in the unified (v2) hierarchy, whose kernfs node id is the
- * cgroup id that bpf_get_current_cgroup_id() and the cgroup decoder use.
+ * pass only int pid. The victim's cgroup is read from
+ * task->cgroups->dfl_cgrp, the task's cgroup in the unified (v2) hierarchy,
+ * whose kernfs node id is the cgroup id that bpf_get_current_cgroup_id()
+ * and the cgroup decoder use.
  * The task argument is used only when the kernel's mark_victim record has
  * the uid field added with it (CO-RE field check); on older kernels the code
  * is removed at load time and kills are counted under cgroup id 0.
