@@ -27,7 +27,7 @@ BPF_CFLAGS  := -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -O2 -g -Wall -Werror \
 	-I$(BPF_INCLUDE) \
 	-fdebug-prefix-map=$(CURDIR)=. -fdebug-compilation-dir=.
 
-BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c))
+BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c integration/testdata/fallback/*.bpf.c))
 BPF_OBJS    := $(BPF_SRCS:.bpf.c=.bpf.o)
 BPF_HEADERS := $(sort $(wildcard $(BPF_INCLUDE)/*.h $(BPF_INCLUDE)/*/*.h))
 
@@ -42,6 +42,10 @@ endef
 bpf: $(BPF_OBJS)
 
 $(BPF_DIR)/%.bpf.o: $(BPF_DIR)/%.bpf.c $(BPF_HEADERS)
+	$(call bpf_compile,$<,$@)
+
+# Test objects embedded in the integration tests (see make test-kernels).
+integration/testdata/fallback/%.bpf.o: integration/testdata/fallback/%.bpf.c $(BPF_HEADERS)
 	$(call bpf_compile,$<,$@)
 
 # Rebuild every object into a scratch directory and compare it with the one
@@ -97,7 +101,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux
+TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev qemu-system-x86 busybox-static
 
 .PHONY: build run test test-deps check vet fmt-check
 

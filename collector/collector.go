@@ -2,16 +2,12 @@ package collector
 
 import (
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/kernel-exporter/kernel_exporter/decoder"
 )
 
 // Config collects the metrics of one loaded config. It implements
@@ -25,6 +21,7 @@ type Config struct {
 
 	lastDuration atomic.Int64 // ns, last completed read
 	lastEntries  atomic.Int64
+	lastOut      int // metrics of the last read; reads never overlap
 }
 
 type flight struct {
@@ -37,22 +34,14 @@ type metric struct {
 	*MetricPlan
 	desc      *prometheus.Desc
 	reader    *mapReader
-	cache     *lru.Cache[string, *series]
+	rs        readState // decode cache and totals; see series.go
 	decodeErr atomic.Uint64
 	dropped   atomic.Uint64
 	limitHit  atomic.Bool
 }
 
-// series is the decoded label set of a key (without the bucket field).
-type series struct {
-	values []string
-	group  string // values joined by \xff: the aggregation key
-	skip   bool   // decoder said ErrSkip
-	bad    bool   // a decoder failed: dropped and counted at every read
-}
-
 // New binds a plan to a loaded collection. cacheSize bounds each metric's
-// cache of decoded keys.
+// cache of decoded keys, which holds only the keys its last read saw.
 func New(plan *Plan, coll *ebpf.Collection, cacheSize int) (*Config, error) {
 	plan.Bind(coll)
 	c := &Config{name: plan.Config.Name}
@@ -65,19 +54,16 @@ func New(plan *Plan, coll *ebpf.Collection, cacheSize int) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		cache, err := lru.New[string, *series](max(cacheSize, 1))
-		if err != nil {
-			return nil, err
-		}
 		names := make([]string, len(mp.Labels))
 		for i, l := range mp.Labels {
 			names[i] = l.Name
 		}
+		desc := prometheus.NewDesc(mp.Name, mp.Help, names, nil)
 		c.metrics = append(c.metrics, &metric{
 			MetricPlan: mp,
-			desc:       prometheus.NewDesc(mp.Name, mp.Help, names, nil),
+			desc:       desc,
 			reader:     r,
-			cache:      cache,
+			rs:         newReadState(mp, desc, cacheSize),
 		})
 	}
 	return c, nil
@@ -116,7 +102,7 @@ func (c *Config) Collect(ch chan<- prometheus.Metric) {
 // read builds every metric of the config from its map.
 func (c *Config) read() []prometheus.Metric {
 	start := time.Now()
-	var out []prometheus.Metric
+	out := make([]prometheus.Metric, 0, c.lastOut)
 	entries := 0
 	for _, m := range c.metrics {
 		var n int
@@ -129,130 +115,50 @@ func (c *Config) read() []prometheus.Metric {
 	}
 	c.lastDuration.Store(int64(time.Since(start)))
 	c.lastEntries.Store(int64(entries))
+	c.lastOut = len(out)
 	return out
 }
 
-// labels returns the decoded series of a key, from the cache when possible.
-// It returns nil for a key that must be dropped: skipped by a decoder, or
-// failing to decode (counted in decoder errors).
-func (m *metric) labels(key []byte) *series {
-	lk := key
-	if m.Histogram {
-		lk = key[:m.BucketOff]
-	}
-	if s, ok := m.cache.Get(string(lk)); ok {
-		return m.use(s)
-	}
-	s := &series{values: make([]string, len(m.Labels))}
-	for i, l := range m.Labels {
-		v, err := l.Chain.Decode(lk[l.Off : l.Off+l.Size])
-		if err != nil {
-			if errors.Is(err, decoder.ErrSkip) {
-				s.skip = true
-				break
-			}
-			s.bad = true
-			break
-		}
-		s.values[i] = v
-	}
-	if !s.skip && !s.bad {
-		s.group = strings.Join(s.values, "\xff")
-	}
-	m.cache.Add(string(lk), s)
-	return m.use(s)
-}
-
-func (m *metric) use(s *series) *series {
-	if s.bad {
-		m.decodeErr.Add(1)
-		return nil
-	}
-	if s.skip {
-		return nil
-	}
-	return s
-}
-
-type counterAcc struct {
-	s *series
-	v uint64
-}
-
 func (m *metric) readCounter(out []prometheus.Metric) ([]prometheus.Metric, int) {
-	acc := map[string]*counterAcc{}
-	dropped := 0
+	m.begin()
 	n, err := m.reader.each(func(key []byte, v uint64) {
-		s := m.labels(key)
-		if s == nil {
-			return
+		if s := m.series(key); s != nil {
+			s.value += v
 		}
-		a, ok := acc[s.group]
-		if !ok {
-			if len(acc) >= m.MaxSeries {
-				dropped++
-				return
-			}
-			a = &counterAcc{s: s}
-			acc[s.group] = a
-		}
-		a.v += v
 	})
-	m.noteDropped(dropped)
 	if err != nil {
-		out = append(out, prometheus.NewInvalidMetric(m.desc, err))
-		return out, n
+		m.end(false)
+		return append(out, prometheus.NewInvalidMetric(m.desc, err)), n
 	}
-	for _, a := range acc {
-		out = append(out, prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(a.v), a.s.values...))
-	}
+	out = m.emitCounters(out)
+	m.end(true)
 	return out, n
 }
 
-type histAcc struct {
-	s       *series
-	buckets []uint64
-	count   uint64
-	sum     uint64
-}
-
 func (m *metric) readHistogram(out []prometheus.Metric) ([]prometheus.Metric, int) {
-	acc := map[string]*histAcc{}
-	dropped := 0
-	nb := len(m.Buckets.Upper)
+	m.begin()
 	n, err := m.reader.each(func(key []byte, v uint64) {
-		s := m.labels(key)
+		s := m.series(key)
 		if s == nil {
 			return
-		}
-		a, ok := acc[s.group]
-		if !ok {
-			if len(acc) >= m.MaxSeries {
-				dropped++
-				return
-			}
-			a = &histAcc{s: s, buckets: make([]uint64, nb)}
-			acc[s.group] = a
 		}
 		slot := readUint(key[m.BucketOff : m.BucketOff+m.BucketSize])
 		switch i := m.Buckets.Slot(slot); {
 		case i == -2:
-			a.sum += v
+			s.sum += v
 		case i >= 0:
-			a.buckets[i] += v
-			a.count += v
+			s.perBucket[i] += v
+			s.count += v
 		default:
-			a.count += v // only in +Inf
+			s.count += v // only in +Inf
 		}
 	})
-	m.noteDropped(dropped)
 	if err != nil {
-		out = append(out, prometheus.NewInvalidMetric(m.desc, err))
-		return out, n
+		m.end(false)
+		return append(out, prometheus.NewInvalidMetric(m.desc, err)), n
 	}
-	for _, a := range acc {
-		out = append(out, m.Buckets.Metric(m.desc, a.buckets, a.count, a.sum, a.s.values))
-	}
+	out = m.emitHistograms(out)
+	m.end(true)
 	return out, n
 }
 

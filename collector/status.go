@@ -16,6 +16,9 @@ type State struct {
 	Up       bool
 	Reason   string
 	Programs []ProgramState
+	// Alternatives reports, for each alternatives group of the config,
+	// which choice is in use and why earlier ones were passed over.
+	Alternatives []AlternativeState
 	// Collector is set while the config is up.
 	Collector *Config
 }
@@ -26,13 +29,26 @@ type ProgramState struct {
 	Section  string
 	Attached bool
 	Prog     *ebpf.Program
+	// Alternative is the alternatives group the program was chosen from
+	// ("" when it is in none).
+	Alternative string
+}
+
+// AlternativeState is how one alternatives group was resolved.
+type AlternativeState struct {
+	Name string
+	// Chosen is the choice in use (programs joined by "+"), "" when none
+	// works.
+	Chosen string
+	// Passed lists the choices tried and rejected, as "<choice>: <why>".
+	Passed []string
 }
 
 // Status reports every config's state as self-metrics:
 //
 //	kernel_exporter_config_up{config}                      1 or 0
 //	kernel_exporter_config_error_info{config,reason}       1 for a config that is down
-//	kernel_exporter_program_attached{config,program,section}
+//	kernel_exporter_program_attached{config,program,section,alternative}
 //	kernel_exporter_program_run_seconds_total{config,program}  (kernel BPF stats)
 //	kernel_exporter_program_runs_total{config,program}         (kernel BPF stats)
 //
@@ -53,7 +69,7 @@ var (
 	errorInfoDesc = prometheus.NewDesc(selfNamespace+"_config_error_info",
 		"Why a config is down; always 1.", []string{"config", "reason"}, nil)
 	attachedDesc = prometheus.NewDesc(selfNamespace+"_program_attached",
-		"Whether a BPF program is attached to its hook.", []string{"config", "program", "section"}, nil)
+		"Whether a BPF program is attached to its hook; alternative is the alternatives group it was chosen from (empty: none).", []string{"config", "program", "section", "alternative"}, nil)
 	runTimeDesc = prometheus.NewDesc(selfNamespace+"_program_run_seconds_total",
 		"Time the kernel spent running a BPF program (needs kernel.bpf_stats_enabled=1).", []string{"config", "program"}, nil)
 	runCountDesc = prometheus.NewDesc(selfNamespace+"_program_runs_total",
@@ -104,7 +120,7 @@ func (s *Status) Collect(ch chan<- prometheus.Metric) {
 			if p.Attached {
 				att = 1
 			}
-			ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, att, st.Name, p.Name, p.Section)
+			ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, att, st.Name, p.Name, p.Section, p.Alternative)
 			if p.Prog == nil || !p.Attached {
 				continue
 			}

@@ -57,6 +57,16 @@ type Config struct {
 	// accepts but does not act on; see Ignored.
 	CgroupIDMap yaml.Node `yaml:"cgroup_id_map"`
 	Tracing     yaml.Node `yaml:"tracing"`
+	// Uprobes, USDT and PerfEvents target programs with bare "uprobe",
+	// "uretprobe", "usdt" and "perf_event" sections (see probes.go).
+	Uprobes    []Uprobe    `yaml:"uprobes"`
+	USDT       []USDT      `yaml:"usdt"`
+	PerfEvents []PerfEvent `yaml:"perf_events"`
+	// Alternatives, Requires and AttachTo choose what loads on the running
+	// kernel (see alternatives.go).
+	Alternatives []Alternative     `yaml:"alternatives"`
+	Requires     Requires          `yaml:"requires"`
+	AttachTo     map[string]string `yaml:"attach_to"`
 
 	root *yaml.Node
 }
@@ -254,6 +264,9 @@ func typeNoun(goType string) string {
 		return "label"
 	case "Decoder":
 		return "decoder"
+	}
+	if n, ok := probeTypeNouns[goType]; ok {
+		return n
 	}
 	return goType
 }

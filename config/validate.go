@@ -59,6 +59,12 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
+	if err := c.validateProbes(); err != nil {
+		return err
+	}
+	if err := c.validateAlternatives(); err != nil {
+		return err
+	}
 	return nil
 }
 

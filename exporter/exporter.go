@@ -35,7 +35,12 @@ type Options struct {
 	CacheSize int
 	// BTFPath is an external vmlinux BTF file; empty uses the kernel's.
 	BTFPath string
-	Logger  *slog.Logger
+	// AttachTo holds command-line attach_to overrides by config name (see
+	// ParseAttachTo); DisableAttach lists attach kinds to treat as
+	// unsupported (loader.Options.DisableAttach).
+	AttachTo      map[string][]string
+	DisableAttach []string
+	Logger        *slog.Logger
 }
 
 // Exporter owns the loaded objects and the registry that serves them.
@@ -63,6 +68,9 @@ func New(opts Options) *Exporter {
 		e.Status.Add(st)
 		if st.Up {
 			log.Info("config up", "config", st.Name, "from", st.Source, "programs", len(st.Programs))
+			for _, a := range st.Alternatives {
+				log.Info("alternative chosen", "config", st.Name, "alternative", a.Name, "chosen", a.Chosen, "passed_over", len(a.Passed))
+			}
 		} else {
 			log.Error("config down", "config", st.Name, "from", st.Source, "reason", st.Reason)
 		}
@@ -91,6 +99,17 @@ func (e *Exporter) start(src Source, env *decoder.Env, opts Options) *collector.
 		st.Reason = err.Error()
 		return st
 	}
+	lopts := loader.Options{BTFPath: opts.BTFPath, DisableAttach: opts.DisableAttach}
+	for _, o := range opts.AttachTo[src.Name] {
+		if err := cfg.OverrideAttachTo(o); err != nil {
+			st.Reason = err.Error()
+			return st
+		}
+	}
+	if err := loader.CheckRequires(cfg, lopts); err != nil {
+		st.Reason = err.Error()
+		return st
+	}
 	for _, k := range cfg.Ignored() {
 		e.log.Warn("config key ignored", "config", cfg.Name, "file", cfg.File, "key", k)
 	}
@@ -104,11 +123,12 @@ func (e *Exporter) start(src Source, env *decoder.Env, opts Options) *collector.
 		st.Reason = err.Error()
 		return st
 	}
-	obj, err := loader.Load(spec, cfg, loader.Options{BTFPath: opts.BTFPath})
+	obj, err := loader.Load(spec, cfg, lopts)
 	if obj != nil {
 		for _, p := range obj.Programs {
-			st.Programs = append(st.Programs, collector.ProgramState{Name: p.Name, Section: p.Section, Attached: p.Attached(), Prog: p.Prog})
+			st.Programs = append(st.Programs, collector.ProgramState{Name: p.Name, Section: p.Section, Attached: p.Attached(), Prog: p.Prog, Alternative: p.Alternative})
 		}
+		st.Alternatives = alternativeStates(obj.Alternatives)
 	}
 	if err != nil {
 		st.Reason = fmt.Sprintf("%s: %v", cfg.Object, err)

@@ -34,7 +34,8 @@ func sortedPrograms(spec *ebpf.CollectionSpec) []string {
 }
 
 // attach attaches prog according to its section name.
-func attach(ps *ebpf.ProgramSpec, prog *ebpf.Program) (link.Link, error) {
+// env carries the config's uprobes, usdt and perf_events targets.
+func attach(ps *ebpf.ProgramSpec, prog *ebpf.Program, env *attachEnv) (link.Link, error) {
 	sec := ps.SectionName
 	k, target, _ := strings.Cut(sec, "/")
 	switch k {
@@ -66,7 +67,11 @@ func attach(ps *ebpf.ProgramSpec, prog *ebpf.Program) (link.Link, error) {
 		}
 		return link.Kretprobe(target, prog, nil)
 	case "uprobe", "uretprobe":
-		return attachUprobe(k, target, prog)
+		return attachUprobes(k, target, ps, prog, env)
+	case "usdt":
+		return attachUSDT(target, ps, prog, env)
+	case "perf_event":
+		return attachPerfEvents(ps, prog, env)
 	}
 	return nil, fmt.Errorf("section %q: attach type %q is not supported", sec, k)
 }

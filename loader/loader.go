@@ -11,6 +11,9 @@
 //	fentry/<func>, fexit/<func>                       BPF trampoline (5.5+)
 //	kprobe/<func>, kretprobe/<func>                   kprobe (CONFIG_KPROBES)
 //	uprobe/<path>:<symbol>[+<offset>], uretprobe/...  uprobe
+//	uprobe, uretprobe                                 uprobes listed under "uprobes" in the config
+//	usdt/<path>:<provider>:<name>, usdt               USDT probe sites (bare: "usdt" list)
+//	perf_event                                        per-CPU perf events ("perf_events" list)
 //
 // A failure is never fatal to the process: Load returns an error describing
 // the first problem (with the verifier log's last lines for a rejected
@@ -40,8 +43,11 @@ type Program struct {
 	// Prog is the loaded program, nil when loading failed.
 	Prog *ebpf.Program
 	// Err is why the program is not attached (nil when it is).
-	Err  error
-	link link.Link
+	Err error
+	// Alternative is the alternatives group the program was chosen from
+	// ("" when it is in none).
+	Alternative string
+	link        link.Link
 }
 
 // Attached reports whether the program is attached to its hook.
@@ -52,6 +58,8 @@ type Object struct {
 	Spec       *ebpf.CollectionSpec
 	Collection *ebpf.Collection
 	Programs   []*Program
+	// Alternatives reports how each alternatives group was resolved.
+	Alternatives []Alternative
 }
 
 // ParseObject reads a BPF ELF object. name is used in errors only.
@@ -78,17 +86,32 @@ type Options struct {
 	// BTFPath is an external vmlinux BTF file; empty uses the running
 	// kernel's /sys/kernel/btf/vmlinux.
 	BTFPath string
+	// DisableAttach lists attach kinds (AttachKinds) treated as unsupported,
+	// so that alternatives fall through to the next choice.
+	DisableAttach []string
 }
 
 // Load loads spec into the kernel and attaches all its programs, as the
 // config says (cfg.Kaddrs are written into the global variables
 // kaddr_<symbol> first). On error nothing stays loaded, and the returned
 // Object (when not nil) lists the programs and why each is not attached.
+// Before anything is loaded it checks cfg.Requires and points cfg.AttachTo
+// programs at their kernel functions; a config with alternatives gets the
+// first choice of each group that loads and attaches (see fallback.go).
 func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object, error) {
 	if err := raiseMemlock(); err != nil {
 		return nil, fmt.Errorf("raise memlock limit: %w", err)
 	}
+	if err := prepare(spec, cfg, opts); err != nil {
+		return nil, err
+	}
+	if len(cfg.Alternatives) > 0 {
+		return loadAlternatives(spec, cfg, opts)
+	}
 	if err := setKaddrs(spec, cfg.Kaddrs); err != nil {
+		return nil, err
+	}
+	if err := checkProbeTargets(spec, cfg); err != nil {
 		return nil, err
 	}
 	copts := ebpf.CollectionOptions{}
@@ -104,11 +127,12 @@ func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object,
 		return nil, loadError(spec, err)
 	}
 	obj := &Object{Spec: spec, Collection: coll}
+	env := &attachEnv{cfg: cfg, coll: coll}
 	for _, name := range sortedPrograms(spec) {
 		ps := spec.Programs[name]
 		p := &Program{Name: name, Section: ps.SectionName, Prog: coll.Programs[name]}
 		obj.Programs = append(obj.Programs, p)
-		l, err := attach(ps, p.Prog)
+		l, err := attach(ps, p.Prog, env)
 		if err != nil {
 			p.Err = fmt.Errorf("attach %s: %w", ps.SectionName, err)
 			obj.Close()
@@ -151,7 +175,9 @@ func loadError(spec *ebpf.CollectionSpec, err error) error {
 	if isPermission(err) {
 		for _, ps := range spec.Programs {
 			if kind(ps.SectionName) == "fentry" || kind(ps.SectionName) == "fexit" {
-				return fmt.Errorf("load %s: fentry/fexit not supported by this kernel: %w", ps.SectionName, err)
+				// Memlock is already lifted: drop cilium/ebpf's hint about it.
+				msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
+				return fmt.Errorf("load: fentry/fexit %w: %s", ErrUnsupported, msg)
 			}
 		}
 	}

@@ -1,5 +1,6 @@
 // Package web serves the exporter's landing page: every config, its state,
-// and the reason when it is down.
+// the alternative chosen for each alternatives group (and why earlier ones
+// were passed over), and the reason when it is down.
 package web
 
 import (
@@ -45,11 +46,12 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 <p>eBPF programs in the kernel, their maps served as Prometheus metrics. Version {{.Version}}.</p>
 <p><a href="{{.Metrics}}">Metrics</a></p>
 <h2>Configs</h2>
-<table><tr><th>config</th><th>source</th><th>state</th><th>programs</th><th>reason</th></tr>
+<table><tr><th>config</th><th>source</th><th>state</th><th>programs</th><th>alternatives</th><th>reason</th></tr>
 {{range .Rows}}<tr>
 <td>{{.Name}}</td><td>{{.Source}}</td>
 <td>{{if .Up}}<span class="up">up</span>{{else}}<span class="down">down</span>{{end}}</td>
-<td>{{range .Programs}}{{.Name}} ({{.Section}}): {{if .Attached}}attached{{else}}not attached{{end}}<br>{{end}}</td>
+<td>{{range .Programs}}{{.Name}} ({{.Section}}{{if .Alternative}}, alternative {{.Alternative}}{{end}}): {{if .Attached}}attached{{else}}not attached{{end}}<br>{{end}}</td>
+<td>{{range .Alternatives}}<b>{{.Name}}</b>: {{if .Chosen}}chose {{.Chosen}}{{else}}none works{{end}}{{range .Passed}}<br>passed over <pre>{{.}}</pre>{{end}}<br>{{end}}</td>
 <td>{{if .Up}}{{if .Limits}}max_series reached: {{.Limits}}{{end}}{{else}}<pre>{{.Reason}}</pre>{{end}}</td>
 </tr>{{end}}
 </table>

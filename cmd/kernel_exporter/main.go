@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -26,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 	"github.com/kernel-exporter/kernel_exporter/web"
 )
@@ -47,6 +49,8 @@ func run() int {
 		strict      = app.Flag("config.strict", "Exit at start if any config fails to load or attach.").Bool()
 		check       = app.Flag("config.check", "Load and attach every config, print a report, and exit (non-zero if any failed).").Bool()
 		btfPath     = app.Flag("btf.path", "External vmlinux BTF file for kernels without /sys/kernel/btf/vmlinux.").String()
+		attachTo    = app.Flag("attach-to", "Kernel function for a config's attach_to programs: <config>=<function> or <config>.<program>=<function> (repeatable), e.g. funclatency=vfs_read.").Strings()
+		disable     = app.Flag("attach.disable", "Comma-separated attach kinds to treat as unsupported, so alternatives fall through: "+strings.Join(loader.AttachKinds, ", ")+".").String()
 		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric, and entries per decoder cache.").Default("100000").Int()
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
@@ -69,6 +73,18 @@ func run() int {
 		log.Error("bad flags", "err", err)
 		return 2
 	}
+	attachOverrides, err := exporter.ParseAttachTo(*attachTo, sources)
+	if err != nil {
+		log.Error("bad flags", "err", err)
+		return 2
+	}
+	disabled := splitList(*disable)
+	for _, k := range disabled {
+		if !slices.Contains(loader.AttachKinds, k) {
+			log.Error("bad flags", "err", fmt.Sprintf("--attach.disable: unknown attach kind %q (known: %s)", k, strings.Join(loader.AttachKinds, ", ")))
+			return 2
+		}
+	}
 	if *bpfStats {
 		closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 		if err != nil {
@@ -78,7 +94,7 @@ func run() int {
 		}
 	}
 
-	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, BTFPath: *btfPath, Logger: log})
+	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, Logger: log})
 	defer exp.Close()
 	failed := exp.Failed()
 

@@ -1,0 +1,277 @@
+package collector
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/decoder"
+)
+
+// cacheFixture is fixture with a chosen decode cache size.
+func cacheFixture(t *testing.T, yaml string, cacheSize int, spec *ebpf.MapSpec) (*Config, *ebpf.Map) {
+	t.Helper()
+	needBPF(t)
+	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	plan, err := Compile(cfg, &ebpf.CollectionSpec{Maps: map[string]*ebpf.MapSpec{spec.Name: spec}}, decoder.NewEnv(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(plan, &ebpf.Collection{Maps: map[string]*ebpf.Map{spec.Name: m}}, cacheSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, m
+}
+
+// counters gathers c and returns its counter values by label string, and
+// the decoder errors and series dropped of its first metric.
+func counters(t *testing.T, c *Config) (vals map[string]float64, decodeErrs, dropped uint64) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals = map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			vals[labelsOf(m)] += m.GetCounter().GetValue()
+		}
+	}
+	return vals, c.metrics[0].decodeErr.Load(), c.metrics[0].dropped.Load()
+}
+
+func sameValues(got, want map[string]float64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+var opsSpec = &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64}
+
+// TestCacheFollowsMap checks that keys deleted from the BPF map leave the
+// decode cache at the next read, and that their series disappear.
+func TestCacheFollowsMap(t *testing.T) {
+	c, m := cacheFixture(t, counterYAML, 100, opsSpec)
+	for dev := uint32(0); dev < 10; dev++ {
+		put(t, m, key(1, dev), uint64(dev+1))
+	}
+	vals, _, _ := counters(t, c)
+	if len(vals) != 10 || vals["dev=9,op=read"] != 10 {
+		t.Fatalf("first read: %v", vals)
+	}
+	rs := &c.metrics[0].rs
+	if len(rs.index) != 10 || len(rs.groups) != 10 {
+		t.Fatalf("cache after first read: %d keys, %d series, want 10 and 10", len(rs.index), len(rs.groups))
+	}
+	for dev := uint32(0); dev < 8; dev++ {
+		if err := m.Delete(key(1, dev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vals, _, _ = counters(t, c)
+	want := map[string]float64{"dev=8,op=read": 9, "dev=9,op=read": 10}
+	if !sameValues(vals, want) {
+		t.Errorf("after delete: %v, want %v", vals, want)
+	}
+	if len(rs.index) != 2 || len(rs.groups) != 2 {
+		t.Errorf("cache after delete: %d keys, %d series, want 2 and 2", len(rs.index), len(rs.groups))
+	}
+}
+
+// TestCacheLimit checks that keys beyond the cache size are still decoded,
+// summed with cached keys of the same label set, and counted correctly, at
+// every read.
+func TestCacheLimit(t *testing.T) {
+	c, m := cacheFixture(t, counterYAML, 2, opsSpec)
+	// op 1 and 3 both decode to "read": 6 keys, 4 label sets.
+	for dev := uint32(0); dev < 2; dev++ {
+		put(t, m, key(1, dev), 1)
+		put(t, m, key(3, dev), 10)
+		put(t, m, key(2, dev), 100)
+	}
+	put(t, m, key(9, 0), 5) // no static_map entry: decoder error
+	want := map[string]float64{"dev=0,op=read": 11, "dev=1,op=read": 11, "dev=0,op=write": 100, "dev=1,op=write": 100}
+	for read := 1; read <= 3; read++ {
+		vals, errs, _ := counters(t, c)
+		if !sameValues(vals, want) {
+			t.Errorf("read %d: %v, want %v", read, vals, want)
+		}
+		if errs != uint64(read) {
+			t.Errorf("read %d: decoder errors %d, want %d", read, errs, read)
+		}
+		if n := len(c.metrics[0].rs.index); n != 2 {
+			t.Errorf("read %d: %d cached keys, want 2", read, n)
+		}
+	}
+}
+
+// TestMaxSeriesEveryRead checks that the series limit applies afresh at each
+// read, counting every dropped entry, and clears when the map shrinks.
+func TestMaxSeriesEveryRead(t *testing.T) {
+	y := strings.Replace(counterYAML, "      help: ops\n", "      help: ops\n      max_series: 3\n", 1)
+	c, m := cacheFixture(t, y, 100, opsSpec)
+	for dev := uint32(0); dev < 5; dev++ {
+		put(t, m, key(1, dev), 1)
+		put(t, m, key(3, dev), 1) // same series as (1, dev)
+	}
+	for read := 1; read <= 2; read++ {
+		vals, _, dropped := counters(t, c)
+		if len(vals) != 3 {
+			t.Errorf("read %d: %d series, want 3", read, len(vals))
+		}
+		for k, v := range vals {
+			if v != 2 {
+				t.Errorf("read %d: %s = %v, want 2", read, k, v)
+			}
+		}
+		// 2 series over the limit, 2 entries each, per read.
+		if dropped != uint64(4*read) {
+			t.Errorf("read %d: dropped %d, want %d", read, dropped, 4*read)
+		}
+	}
+	for dev := uint32(3); dev < 5; dev++ {
+		m.Delete(key(1, dev))
+		m.Delete(key(3, dev))
+	}
+	vals, _, dropped := counters(t, c)
+	if len(vals) != 3 || dropped != 8 || len(c.LimitHits()) != 0 {
+		t.Errorf("after shrink: %d series, dropped %d, limit hits %v", len(vals), dropped, c.LimitHits())
+	}
+}
+
+// TestSkipAndInvalidUTF8 checks keys dropped by a regexp decoder (not an
+// error) and keys whose label is not UTF-8 (a decoder error, not a panic).
+func TestSkipAndInvalidUTF8(t *testing.T) {
+	y := `metrics:
+  counters:
+    - name: names_total
+      help: names
+      labels:
+        - name: name
+          size: 4
+          decoders:
+            - name: string
+            - name: regexp
+              regexps: ['^[a-z]']
+`
+	c, m := cacheFixture(t, y, 100, &ebpf.MapSpec{Name: "names_total", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 8})
+	put(t, m, []byte("abc\x00"), 3)
+	put(t, m, []byte("Abc\x00"), 4) // skipped by the regexp
+	vals, errs, _ := counters(t, c)
+	if !sameValues(vals, map[string]float64{"name=abc": 3}) || errs != 0 {
+		t.Errorf("got %v, %d errors", vals, errs)
+	}
+	// Bundled decoders always return UTF-8; a chain that passes raw bytes
+	// through must not make the scrape panic.
+	c2, m2 := cacheFixture(t, counterYAML, 100, opsSpec)
+	c2.metrics[0].Labels[1].Chain = decoder.Chain{rawBytes{}}
+	put(t, m2, key(1, 0x00414243), 1) // "CBA\x00" on little-endian
+	put(t, m2, key(1, 0x00ff4142), 2) // contains 0xff
+	vals, errs, _ = counters(t, c2)
+	if len(vals) != 1 || errs != 1 {
+		t.Errorf("got %v, %d decoder errors; want 1 series and 1 error", vals, errs)
+	}
+}
+
+// rawBytes is a decoder that returns its input.
+type rawBytes struct{}
+
+func (rawBytes) Decode(in []byte) ([]byte, error) { return in, nil }
+
+// TestHistogramEqualBounds checks that fixed buckets with equal bounds
+// produce what prometheus.MustNewConstHistogram does.
+func TestHistogramEqualBounds(t *testing.T) {
+	y := histYAML("fixed", "      bucket_keys: [1, 1, 5]\n")
+	c, m := cacheFixture(t, y, 100, &ebpf.MapSpec{Name: "lat_seconds", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
+	put(t, m, key(1, 1), 2)
+	put(t, m, key(1, 5), 3)
+	put(t, m, key(1, 7), 1) // unknown slot: +Inf only
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mfs[0].GetMetric()[0]
+	b := c.metrics[0].Buckets
+	want := b.Metric(c.metrics[0].desc, []uint64{0, 2, 3}, 6, 0, []string{"1"})
+	var wm dto.Metric
+	if err := want.Write(&wm); err != nil {
+		t.Fatal(err)
+	}
+	if g, w := got.GetHistogram().String(), wm.GetHistogram().String(); g != w {
+		t.Errorf("histogram:\n got %s\nwant %s", g, w)
+	}
+}
+
+// TestConcurrentScrapes runs scrapes in parallel with map updates; with
+// -race it checks that reads sharing a result, and a read that starts while
+// an earlier result is still being written out, do not race.
+func TestConcurrentScrapes(t *testing.T) {
+	c, m := cacheFixture(t, histYAML("exp2", "      bucket_max: 4\n"), 100,
+		&ebpf.MapSpec{Name: "lat_seconds", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				mfs, err := reg.Gather()
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, mf := range mfs {
+					for _, mm := range mf.GetMetric() {
+						_ = mm.String() // read every field
+					}
+				}
+			}
+		}()
+	}
+	for i := 0; i < 200; i++ {
+		put(t, m, key(uint32(i%4), uint32(i%6)), uint64(i))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Final state: every op has a series with the last values written.
+	vals := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range mfs[0].GetMetric() {
+		vals[labelsOf(mm)] = mm.GetHistogram().GetSampleCount()
+	}
+	if len(vals) != 4 {
+		t.Errorf("series: %v", vals)
+	}
+}

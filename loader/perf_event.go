@@ -1,0 +1,147 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/config"
+)
+
+// perfTypes maps config perf event types to perf_event_attr.type.
+var perfTypes = map[string]uint32{
+	config.PerfSoftware: unix.PERF_TYPE_SOFTWARE,
+	config.PerfHardware: unix.PERF_TYPE_HARDWARE,
+	config.PerfHWCache:  unix.PERF_TYPE_HW_CACHE,
+}
+
+// attachPerfEvents opens each perf event listed for a perf_event program on
+// every online CPU (all processes: pid -1) and attaches the program to it.
+// CPUs that come online later are not covered.
+func attachPerfEvents(ps *ebpf.ProgramSpec, prog *ebpf.Program, env *attachEnv) (link.Link, error) {
+	events := env.perfEvents(ps.Name)
+	if len(events) == 0 {
+		return nil, fmt.Errorf("program %s has no target: list it under perf_events in the config", ps.Name)
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	ml := &multiLink{}
+	for _, ev := range events {
+		for _, cpu := range cpus {
+			if err := attachPerfEvent(ev, cpu, prog, ml); err != nil {
+				ml.Close()
+				return nil, err
+			}
+		}
+	}
+	return ml, nil
+}
+
+// attachPerfEvent opens one event on one CPU, disabled, attaches prog and
+// enables the event. The fd and the link are added to ml.
+func attachPerfEvent(ev config.PerfEvent, cpu int, prog *ebpf.Program, ml *multiLink) error {
+	evConfig, ok := config.LookupPerfEvent(ev.Type, ev.Name)
+	if !ok {
+		return fmt.Errorf("unknown %s perf event %q", ev.Type, ev.Name)
+	}
+	attr := unix.PerfEventAttr{
+		Type:   perfTypes[ev.Type],
+		Config: evConfig,
+		Bits:   unix.PerfBitDisabled,
+		Sample: ev.Period,
+	}
+	attr.Size = uint32(unsafe.Sizeof(attr))
+	if ev.Frequency != 0 {
+		attr.Sample = ev.Frequency
+		attr.Bits |= unix.PerfBitFreq
+	}
+	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return perfOpenError(ev, cpu, err)
+	}
+	ml.closers = append(ml.closers, func() error { return unix.Close(fd) })
+	// A BPF link (5.15+) detaches when closed even if the fd leaks into a
+	// child; older kernels take the program through an ioctl.
+	l, lerr := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
+	if lerr == nil {
+		ml.add(l)
+	} else if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD()); err != nil {
+		return fmt.Errorf("perf event %s %s on CPU %d: attach program: BPF link: %v; ioctl: %w", ev.Type, ev.Name, cpu, lerr, err)
+	}
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+		return fmt.Errorf("perf event %s %s on CPU %d: enable: %w", ev.Type, ev.Name, cpu, err)
+	}
+	return nil
+}
+
+// perfOpenError explains a failed perf_event_open. Hardware events on a
+// machine without an exposed PMU (most VMs, this CI) fail with ENOENT,
+// ENODEV or EOPNOTSUPP: that is a "not supported" status, not a bug.
+func perfOpenError(ev config.PerfEvent, cpu int, err error) error {
+	what := fmt.Sprintf("cannot open %s event %q on CPU %d", ev.Type, ev.Name, cpu)
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.EOPNOTSUPP):
+		if ev.Type == config.PerfSoftware {
+			return fmt.Errorf("software perf events %w: %s: %v", ErrUnsupported, what, err)
+		}
+		return fmt.Errorf("hardware perf events %w or machine (no PMU for this event): %s: %v", ErrUnsupported, what, err)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		paranoid, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
+		return fmt.Errorf("%s: %w (needs root or CAP_PERFMON; kernel.perf_event_paranoid=%s)", what, err, strings.TrimSpace(string(paranoid)))
+	case errors.Is(err, unix.EINVAL) && ev.Frequency != 0:
+		max, _ := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")
+		return fmt.Errorf("%s: %w (frequency %d; kernel.perf_event_max_sample_rate=%s)", what, err, ev.Frequency, strings.TrimSpace(string(max)))
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// onlineCPUs lists the online CPUs from /sys/devices/system/cpu/online
+// (e.g. "0-3,5").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, fmt.Errorf("online CPUs: %w", err)
+	}
+	cpus, err := parseCPUList(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("online CPUs: %w", err)
+	}
+	return cpus, nil
+}
+
+// parseCPUList parses a kernel CPU list such as "0-3,5,7-8".
+func parseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, r := range strings.Split(s, ",") {
+		if r == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("bad CPU list %q", s)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad CPU list %q", s)
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) == 0 {
+		return nil, fmt.Errorf("empty CPU list %q", s)
+	}
+	return cpus, nil
+}
