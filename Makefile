@@ -132,3 +132,22 @@ check: bpf-check fmt-check vet
 
 test: test-deps check
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 40m ./...
+
+# ---------------------------------------------------------------------------
+# Kernel test matrix
+#
+#   make test-kernels  run the TestMatrix* integration tests on this kernel,
+#                      then in Debian's 6.1 cloud kernel booted under QEMU
+#                      (TCG), and print a table per program, attach mode and
+#                      kernel (tools/kernel-matrix/run.sh, docs/kernel-matrix.md).
+#                      Kernel packages are cached in .cache/kernels.
+# ---------------------------------------------------------------------------
+
+.PHONY: test-kernels
+
+test-kernels: test-deps
+	GO=$(GO) tools/kernel-matrix/run.sh
+
+# ---------------------------------------------------------------------------
+# End of kernel test matrix section
+# ---------------------------------------------------------------------------

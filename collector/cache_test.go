@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -273,5 +275,80 @@ func TestConcurrentScrapes(t *testing.T) {
 	}
 	if len(vals) != 4 {
 		t.Errorf("series: %v", vals)
+	}
+}
+
+// TestChurn changes the map between reads (inserts, deletes, updates in
+// random order, so that the batch order shifts) and checks every read
+// against sums computed here, with a cache that holds all keys and with one
+// that holds a few.
+func TestChurn(t *testing.T) {
+	for _, cacheSize := range []int{1000, 7} {
+		t.Run(fmt.Sprintf("cache=%d", cacheSize), func(t *testing.T) {
+			spec := &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 512}
+			c, m := cacheFixture(t, counterYAML, cacheSize, spec)
+			rng := rand.New(rand.NewPCG(1, uint64(cacheSize)))
+			live := map[[2]uint32]uint64{}
+			opName := map[uint32]string{1: "read", 2: "write", 3: "read"}
+			for round := 0; round < 40; round++ {
+				for i := 0; i < 30; i++ {
+					k := [2]uint32{uint32(rng.IntN(3) + 1), uint32(rng.IntN(60))}
+					if _, ok := live[k]; ok && rng.IntN(3) == 0 {
+						if err := m.Delete(key(k[0], k[1])); err != nil {
+							t.Fatal(err)
+						}
+						delete(live, k)
+						continue
+					}
+					v := uint64(rng.IntN(1000))
+					put(t, m, key(k[0], k[1]), v)
+					live[k] = v
+				}
+				want := map[string]float64{}
+				for k, v := range live {
+					want[fmt.Sprintf("dev=%d,op=%s", k[1], opName[k[0]])] += float64(v)
+				}
+				got, _, _ := counters(t, c)
+				if !sameValues(got, want) {
+					t.Fatalf("round %d: got %v\nwant %v", round, got, want)
+				}
+				if n := len(c.metrics[0].rs.index); n > cacheSize || n > len(live) {
+					t.Fatalf("round %d: %d cached keys, %d live, cache size %d", round, n, len(live), cacheSize)
+				}
+			}
+		})
+	}
+}
+
+// TestCompact shrinks a big map and checks that the cache is rebuilt small
+// and keeps giving right sums.
+func TestCompact(t *testing.T) {
+	spec := &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 8192}
+	c, m := cacheFixture(t, counterYAML, 100000, spec)
+	const n = 6000
+	keys := make([][8]byte, n)
+	vals := make([]uint64, n)
+	for i := range keys {
+		copy(keys[i][:], key(2, uint32(i)))
+		vals[i] = 1
+	}
+	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := counters(t, c); len(got) != n {
+		t.Fatalf("%d series, want %d", len(got), n)
+	}
+	if _, err := m.BatchDelete(keys[100:], nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := counters(t, c)
+	rs := &c.metrics[0].rs
+	if len(got) != 100 || len(rs.index) != 100 || len(rs.entries) != 100 || rs.peak != 100 {
+		t.Fatalf("after shrink: %d series, %d keys, %d entries, peak %d", len(got), len(rs.index), len(rs.entries), rs.peak)
+	}
+	put(t, m, key(1, 1), 5)
+	got, _, _ = counters(t, c)
+	if len(got) != 101 || got["dev=1,op=read"] != 5 || got["dev=99,op=write"] != 1 {
+		t.Fatalf("after compact: %d series, %v %v", len(got), got["dev=1,op=read"], got["dev=99,op=write"])
 	}
 }

@@ -48,10 +48,12 @@ var (
 	badSeries  = &series{}
 )
 
-// keyEntry is a cached key: its series, and the last read that saw the key.
+// keyEntry is a cached key: its series, the last read that saw the key, and
+// where in that read.
 type keyEntry struct {
 	s    *series
 	seen uint64
+	pos  int32
 }
 
 // readState is a metric's decoding and aggregation state. The cache holds
@@ -72,9 +74,18 @@ type readState struct {
 	seen     int // cached keys seen by this read
 	touched  int // series of groups touched by this read
 	dropped  int // entries dropped by max_series in this read
-	badKeys  int // entries that failed to decode in this read
 	buf      []byte
 	ends     []int
+
+	// Batch reads return a hash map's keys in bucket order, which changes
+	// little between reads. The keys of the last read, in order, and their
+	// entries let most entries be matched by comparing bytes with the key
+	// at the same place last time, sequentially, instead of a random
+	// access hash lookup. A key inserted or deleted since costs one lookup,
+	// which also resynchronises the cursor. Entry -1: key not cached.
+	lastKeys, curKeys []byte
+	lastIdx, curIdx   []int32
+	cursor            int
 
 	desc  *prometheus.Desc
 	names []string  // label names, in key order
@@ -118,20 +129,20 @@ func (m *metric) begin() {
 	rs := &m.rs
 	rs.gen++
 	rs.active = rs.active[:0]
-	rs.seen, rs.touched, rs.dropped, rs.badKeys = 0, 0, 0, 0
+	rs.seen, rs.touched, rs.dropped = 0, 0, 0
+	rs.curKeys, rs.curIdx, rs.cursor = rs.curKeys[:0], rs.curIdx[:0], 0
 }
 
 // end finishes a read. After a complete read (ok), keys and series that it
 // did not see are forgotten.
 func (m *metric) end(ok bool) {
 	rs := &m.rs
-	if rs.badKeys > 0 {
-		m.decodeErr.Add(uint64(rs.badKeys))
-	}
 	m.noteDropped(rs.dropped)
 	clear(rs.overflow)
 	clear(rs.active) // the emitted metrics do not need the slice
 	rs.active = rs.active[:0]
+	rs.lastKeys, rs.curKeys = rs.curKeys, rs.lastKeys
+	rs.lastIdx, rs.curIdx = rs.curIdx, rs.lastIdx
 	if !ok {
 		return
 	}
@@ -174,6 +185,7 @@ func (rs *readState) compact() {
 	rs.index, rs.entries, rs.free, rs.groups = index, entries, nil, groups
 	rs.overflow = map[string]*series{}
 	rs.peak = len(index)
+	rs.lastKeys, rs.curKeys, rs.lastIdx, rs.curIdx = nil, nil, nil, nil
 }
 
 // series returns the series that the entry with this key adds to in the
@@ -186,27 +198,41 @@ func (m *metric) series(key []byte) *series {
 	if m.Histogram {
 		lk = key[:m.BucketOff]
 	}
+	kl, j := len(lk), rs.cursor
+	idx, known := int32(-1), false
+	if (j+1)*kl <= len(rs.lastKeys) && j < len(rs.lastIdx) && bytes.Equal(rs.lastKeys[j*kl:(j+1)*kl], lk) {
+		idx, known = rs.lastIdx[j], true
+		rs.cursor = j + 1
+	} else if i, ok := rs.index[string(lk)]; ok {
+		idx, known = i, true
+		rs.cursor = int(rs.entries[i].pos) + 1
+	}
+	pos := int32(len(rs.curIdx))
 	var s *series
-	if i, ok := rs.index[string(lk)]; ok {
-		e := &rs.entries[i]
+	if idx >= 0 {
+		e := &rs.entries[idx]
 		if e.seen != rs.gen {
 			e.seen = rs.gen
 			rs.seen++
 		}
+		e.pos = pos
 		s = e.s
 	} else {
-		cache := len(rs.index) < rs.limit
+		cache := !known && len(rs.index) < rs.limit
 		s = m.decode(lk, cache)
 		if cache {
-			rs.index[string(lk)] = rs.newEntry(keyEntry{s: s, seen: rs.gen})
+			idx = rs.newEntry(keyEntry{s: s, seen: rs.gen, pos: pos})
+			rs.index[string(lk)] = idx
 			rs.seen++
 		}
 	}
+	rs.curKeys = append(rs.curKeys, lk...)
+	rs.curIdx = append(rs.curIdx, idx)
 	switch s {
 	case skipSeries:
 		return nil
 	case badSeries:
-		rs.badKeys++
+		m.decodeErr.Add(1)
 		return nil
 	}
 	if s.gen != rs.gen {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -69,7 +70,7 @@ func New(opts Options) *Exporter {
 		if st.Up {
 			log.Info("config up", "config", st.Name, "from", st.Source, "programs", len(st.Programs))
 			for _, a := range st.Alternatives {
-				log.Info("alternative chosen", "config", st.Name, "alternative", a.Name, "chosen", a.Chosen, "passed_over", len(a.Passed))
+				log.Info("alternative chosen", "config", st.Name, "alternative", a.Name, "chosen", a.Chosen, "passed_over", strings.Join(a.Passed, "; "))
 			}
 		} else {
 			log.Error("config down", "config", st.Name, "from", st.Source, "reason", st.Reason)

@@ -122,8 +122,8 @@ func TestShutdownUnloadsPrograms(t *testing.T) {
 			ours[id] = name
 		}
 	}
-	if float64(len(held["link_id"])) != attached {
-		t.Errorf("the exporter holds %d links, want one per attached program (%v)", len(held["link_id"]), attached)
+	if float64(len(held["link_id"])) < attached {
+		t.Errorf("the exporter holds %d links, want at least one per attached program (%v)", len(held["link_id"]), attached)
 	}
 	if len(ours) < int(attached) {
 		t.Errorf("found %d new programs of the exporter, want >= %v attached", len(ours), attached)

@@ -29,6 +29,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
@@ -74,6 +75,31 @@ func ParseObject(name string, data []byte) (*ebpf.CollectionSpec, error) {
 var memlockOnce sync.Once
 var memlockErr error
 
+// kernelTypes shares the decoded kernel BTF (tens of ms and MB to decode
+// /sys/kernel/btf/vmlinux) among the objects loaded at start-up, instead of
+// decoding it again for each one. ReleaseKernelTypes drops it.
+var (
+	kernelTypesMu sync.Mutex
+	kernelTypes   *btf.Cache
+)
+
+func sharedKernelTypes() *btf.Cache {
+	kernelTypesMu.Lock()
+	defer kernelTypesMu.Unlock()
+	if kernelTypes == nil {
+		kernelTypes = btf.NewCache()
+	}
+	return kernelTypes
+}
+
+// ReleaseKernelTypes frees the kernel BTF cached by Load, once the objects
+// are loaded. A later Load decodes it again.
+func ReleaseKernelTypes() {
+	kernelTypesMu.Lock()
+	defer kernelTypesMu.Unlock()
+	kernelTypes = nil
+}
+
 // raiseMemlock lifts RLIMIT_MEMLOCK on kernels that charge BPF memory to it
 // (before 5.11); newer kernels use memory cgroups and need nothing.
 func raiseMemlock() error {
@@ -114,7 +140,7 @@ func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object,
 	if err := checkProbeTargets(spec, cfg); err != nil {
 		return nil, err
 	}
-	copts := ebpf.CollectionOptions{}
+	copts := ebpf.CollectionOptions{Cache: sharedKernelTypes()}
 	if opts.BTFPath != "" {
 		kspec, err := loadKernelBTF(opts.BTFPath)
 		if err != nil {

@@ -163,7 +163,7 @@ static __always_inline void on_window(struct sock *sk, __u64 win, int scaled)
 
 	if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED)
 		return;
-	used = BPF_CORE_READ_BITFIELD_PROBED(&tp->rx_opt, rcv_wscale);
+	used = BPF_CORE_READ_BITFIELD_PROBED(tp, rx_opt.rcv_wscale);
 	if (scaled)
 		win <<= used;
 	key.port = label_port(BPF_CORE_READ(sk, __sk_common.skc_num));
