@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -26,9 +27,11 @@ func NewEnv(cacheSize int) *Env {
 // shared is the state an Env's decoders share. Each part is built on first
 // use; after that it is immutable or guarded by its own lock.
 type shared struct {
-	ksymsOnce sync.Once
-	ksyms     *kallsyms
-	ksymsErr  error
+	ksymsOnce     sync.Once
+	ksymsPrefetch sync.Once
+	ksymsWanted   atomic.Bool
+	ksyms         *kallsyms
+	ksymsErr      error
 
 	devCacheOnce sync.Once
 	devCache     *lru.Cache[uint32, []byte] // majorminor: dev_t → name
@@ -39,6 +42,25 @@ type shared struct {
 	cgroupsOnce sync.Once
 	cgroups     *cgroupResolver
 	cgroupsErr  error
+}
+
+// prefetchKallsyms is called by the decoders that read kallsyms (ksym,
+// kstack) when they are built: it starts reading the table in the
+// background, so that it is ready by the first scrape, while the objects
+// load.
+func (e *Env) prefetchKallsyms() {
+	e.ksymsWanted.Store(true)
+	e.ksymsPrefetch.Do(func() { go e.kallsyms() })
+}
+
+// Warm waits until the kernel state that the decoders built so far need is
+// read (today: kallsyms, for ksym and kstack). The exporter calls it before
+// serving, so that the memory used to read that state can be given back
+// to the system at once. It does nothing when no decoder needs such state.
+func (e *Env) Warm() {
+	if e.ksymsWanted.Load() {
+		_, _ = e.kallsyms() // a failure is reported by Decode
+	}
 }
 
 func (e *Env) procPath(elem ...string) string {

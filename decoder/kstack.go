@@ -47,6 +47,7 @@ func newKstack(e *Env, conf config.Decoder, size int, stacks StackMaps) (Decoder
 	default:
 		return nil, fmt.Errorf("kstack: size %d not supported (want 4 or 8 for a stack id, or a multiple of 8 for inline frames)", size)
 	}
+	e.prefetchKallsyms()
 	return &kstackDecoder{e: e, size: size, stackMap: conf.StackMap, stacks: stacks}, nil
 }
 

@@ -23,6 +23,7 @@ func newKsym(e *Env, _ config.Decoder, size int, _ StackMaps) (Decoder, error) {
 	if err := checkSize("ksym", size, 8); err != nil {
 		return nil, err
 	}
+	e.prefetchKallsyms()
 	return &ksymDecoder{e: e}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,12 @@ func New(opts Options) *Exporter {
 			log.Error("config down", "config", st.Name, "from", st.Source, "reason", st.Reason)
 		}
 	}
+	// Start-up used memory that serving does not need (the decoded kernel
+	// BTF, the text of kallsyms): drop it and give it back to the system
+	// now rather than over the next minutes.
+	loader.ReleaseKernelTypes()
+	env.Warm()
+	debug.FreeOSMemory()
 	return e
 }
 

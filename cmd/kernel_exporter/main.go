@@ -51,7 +51,7 @@ func run() int {
 		btfPath     = app.Flag("btf.path", "External vmlinux BTF file for kernels without /sys/kernel/btf/vmlinux.").String()
 		attachTo    = app.Flag("attach-to", "Kernel function for a config's attach_to programs: <config>=<function> or <config>.<program>=<function> (repeatable), e.g. funclatency=vfs_read.").Strings()
 		disable     = app.Flag("attach.disable", "Comma-separated attach kinds to treat as unsupported, so alternatives fall through: "+strings.Join(loader.AttachKinds, ", ")+".").String()
-		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric, and entries per decoder cache.").Default("100000").Int()
+		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric (only keys present in the map at the last scrape are kept), and entries per decoder cache.").Default("1048576").Int()
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
@@ -190,7 +190,19 @@ func report(exp *exporter.Exporter) int {
 	rc := 0
 	for _, st := range exp.Status.States() {
 		if st.Up {
-			fmt.Printf("ok    %s (%s): %d programs attached\n", st.Name, st.Source, len(st.Programs))
+			var alts []string
+			for _, a := range st.Alternatives {
+				chosen := a.Chosen
+				if chosen == "" {
+					chosen = "none works"
+				}
+				alts = append(alts, a.Name+": "+chosen)
+			}
+			extra := ""
+			if len(alts) > 0 {
+				extra = " (" + strings.Join(alts, "; ") + ")"
+			}
+			fmt.Printf("ok    %s (%s): %d programs attached%s\n", st.Name, st.Source, len(st.Programs), extra)
 			continue
 		}
 		rc = 1
