@@ -90,7 +90,8 @@ bpf-deps:
 #   make build   static ./kernel_exporter (CGO_ENABLED=0), programs embedded
 #   make run     build, then start with the default bundled programs (root)
 #   make test    install test dependencies, check BPF objects, gofmt, vet,
-#                then every test: unit and integration (root, real BPF)
+#                then every test: unit and integration (root, real BPF),
+#                and the kernel matrix (make test-kernels)
 # ---------------------------------------------------------------------------
 
 GO        ?= go
@@ -101,7 +102,9 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev qemu-system-x86 busybox-static
+TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static
+# QEMU without its recommended packages (GUI libraries): the matrix runs headless.
+QEMU_DEBS := qemu-system-x86
 
 .PHONY: build run test test-deps check vet fmt-check
 
@@ -116,9 +119,17 @@ test-deps:
 	@missing=""; for p in $(TEST_DEBS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
+	qmissing=""; for p in $(QEMU_DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || qmissing="$$qmissing $$p"; \
+	done; \
+	if [ -n "$$missing$$qmissing" ]; then apt-get update -qq; fi; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi; \
+	if [ -n "$$qmissing" ]; then \
+		echo "installing:$$qmissing"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$qmissing; \
 	fi
 
 fmt-check:
@@ -130,8 +141,11 @@ vet:
 
 check: bpf-check fmt-check vet
 
+# The whole suite: unit and integration tests on this kernel, then the
+# kernel matrix (Debian's 6.1 kernel under QEMU).
 test: test-deps check
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 40m ./...
+	$(MAKE) --no-print-directory test-kernels
 
 # ---------------------------------------------------------------------------
 # Kernel test matrix

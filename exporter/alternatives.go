@@ -8,7 +8,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
-// ParseAttachTo turns --attach-to flag values into Options.AttachTo. Each
+// ParseAttachTo turns --attach.to flag values into Options.AttachTo. Each
 // value is "<config>=<function>" (every program of the config's attach_to
 // now attaches to function) or "<config>.<program>=<function>" (one
 // program). Every config named must be one of sources.
@@ -17,7 +17,7 @@ func ParseAttachTo(values []string, sources []Source) (map[string][]string, erro
 	for _, v := range values {
 		lhs, fn, ok := strings.Cut(v, "=")
 		if !ok || lhs == "" || fn == "" {
-			return nil, fmt.Errorf("--attach-to %q: want <config>=<function> or <config>.<program>=<function>", v)
+			return nil, fmt.Errorf("--attach.to %q: want <config>=<function> or <config>.<program>=<function>", v)
 		}
 		name, prog, _ := strings.Cut(lhs, ".")
 		found := false
@@ -25,7 +25,7 @@ func ParseAttachTo(values []string, sources []Source) (map[string][]string, erro
 			found = found || s.Name == name
 		}
 		if !found {
-			return nil, fmt.Errorf("--attach-to %q: config %q is not being started", v, name)
+			return nil, fmt.Errorf("--attach.to %q: config %q is not being started", v, name)
 		}
 		spec := fn
 		if prog != "" {

@@ -19,9 +19,9 @@ func TestParseAttachTo(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	for v, msg := range map[string]string{
-		"funclatency":        `--attach-to "funclatency": want <config>=<function> or <config>.<program>=<function>`,
-		"=vfs_read":          `--attach-to "=vfs_read": want <config>=<function> or <config>.<program>=<function>`,
-		"funccount=vfs_read": `--attach-to "funccount=vfs_read": config "funccount" is not being started`,
+		"funclatency":        `--attach.to "funclatency": want <config>=<function> or <config>.<program>=<function>`,
+		"=vfs_read":          `--attach.to "=vfs_read": want <config>=<function> or <config>.<program>=<function>`,
+		"funccount=vfs_read": `--attach.to "funccount=vfs_read": config "funccount" is not being started`,
 	} {
 		if _, err := ParseAttachTo([]string{v}, srcs); err == nil || err.Error() != msg {
 			t.Errorf("%q: error %v, want %s", v, err, msg)

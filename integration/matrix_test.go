@@ -120,9 +120,9 @@ func TestMatrixFunclatency(t *testing.T) {
 		})
 	}
 	// The function comes from the command line.
-	t.Run("attach-to", func(t *testing.T) {
-		r := matrixReport(t, "funclatency --attach-to", "default")
-		e := Start(t, "--programs=funclatency", "--attach-to=funclatency=vfs_fsync_range")
+	t.Run("attach.to", func(t *testing.T) {
+		r := matrixReport(t, "funclatency --attach.to", "default")
+		e := Start(t, "--programs=funclatency", "--attach.to=funclatency=vfs_fsync_range")
 		if !checkChoice(t, e, "funclatency", modeDefault.expect(t, "fentry", "kprobe"), r) {
 			return
 		}
@@ -146,7 +146,7 @@ func TestMatrixFunccount(t *testing.T) {
 	for _, m := range kprobeModes {
 		t.Run(m.name, func(t *testing.T) {
 			r := matrixReport(t, "funccount", m.name)
-			e := Start(t, append([]string{"--programs=funccount", "--attach-to=funccount=vfs_fsync_range"}, m.args...)...)
+			e := Start(t, append([]string{"--programs=funccount", "--attach.to=funccount=vfs_fsync_range"}, m.args...)...)
 			if !checkChoice(t, e, "funccount", m.expect(t, "fentry", "kprobe"), r) {
 				return
 			}

@@ -5,7 +5,7 @@
 // as cgo source of package programs; clang ignores it.)
 /*
  * funccount: calls of one kernel function, chosen in the config
- * (attach_to) or with --attach-to=funccount=<function>; tcp_push_one by
+ * (attach_to) or with --attach.to=funccount=<function>; tcp_push_one by
  * default.
  *
  * Why: when TCP offload was switched off by a distro upgrade, tcp_push_one

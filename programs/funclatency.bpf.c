@@ -5,7 +5,7 @@
 // as cgo source of package programs; clang ignores it.)
 /*
  * funclatency: latency histogram of one kernel function, chosen in the
- * config (attach_to) or with --attach-to=funclatency=<function>.
+ * config (attach_to) or with --attach.to=funclatency=<function>.
  *
  * Why: a distro upgrade that switched off TCP offload moved do_sendfile
  * from 8-31 us to 128-511 us, with a tail to 16 ms; only a latency

@@ -5,7 +5,7 @@
 // as cgo source of package programs; clang ignores it.)
 /*
  * stackcount: calls of one kernel function by kernel stack, chosen in the
- * config (attach_to) or with --attach-to=stackcount=<function>;
+ * config (attach_to) or with --attach.to=stackcount=<function>;
  * tcp_push_one by default.
  *
  * Why: when TCP offload was switched off, the hottest tcp_push_one stack
