@@ -109,10 +109,19 @@ func freePort(t *testing.T) int {
 // until it serves /metrics. The process gets SIGTERM at test cleanup.
 func Start(t *testing.T, args ...string) *Exporter {
 	t.Helper()
+	return startWrapped(t, nil, args...)
+}
+
+// startWrapped is Start with the exporter run by a wrapper command, as in
+// startWrapped(t, []string{"unshare", "-m", "--", "sh", "-c", script}, args...):
+// the wrapper gets the binary and its arguments appended.
+func startWrapped(t *testing.T, wrapper []string, args ...string) *Exporter {
+	t.Helper()
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	e.cmd = exec.Command(binary, append([]string{"--web.listen-address=" + addr}, args...)...)
+	argv := append(append(append([]string{}, wrapper...), binary, "--web.listen-address="+addr), args...)
+	e.cmd = exec.Command(argv[0], argv[1:]...)
 	e.cmd.Stdout = e.logs
 	e.cmd.Stderr = e.logs
 	if err := e.cmd.Start(); err != nil {
@@ -120,7 +129,8 @@ func Start(t *testing.T, args ...string) *Exporter {
 	}
 	go func() { e.done <- e.cmd.Wait() }()
 	t.Cleanup(func() { e.Stop() })
-	deadline := time.Now().Add(30 * time.Second)
+	// Generous: under QEMU's software emulation start-up takes seconds.
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(e.URL + "/metrics")
 		if err == nil {
@@ -136,7 +146,7 @@ func Start(t *testing.T, args ...string) *Exporter {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kernel_exporter did not serve within 30s\n%s", e.logs)
+			t.Fatalf("kernel_exporter did not serve within 60s\n%s", e.logs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -10,7 +10,6 @@ import (
 	encbin "encoding/binary"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -268,45 +266,6 @@ func errorReason(ms Metrics, config string) string {
 		}
 	}
 	return ""
-}
-
-// startWrapped is Start with the exporter run by a wrapper command, as in
-// startWrapped(t, []string{"unshare", "-m", "--", "sh", "-c", script}, args...):
-// the wrapper gets the binary and its arguments appended.
-func startWrapped(t *testing.T, wrapper []string, args ...string) *Exporter {
-	t.Helper()
-	port := freePort(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	argv := append(append(append([]string{}, wrapper...), binary, "--web.listen-address="+addr), args...)
-	e.cmd = exec.Command(argv[0], argv[1:]...)
-	e.cmd.Stdout = e.logs
-	e.cmd.Stderr = e.logs
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { e.done <- e.cmd.Wait() }()
-	t.Cleanup(func() { e.Stop() })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(e.URL + "/metrics")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return e
-			}
-		}
-		select {
-		case err := <-e.done:
-			e.done <- err
-			t.Fatalf("kernel_exporter exited early: %v\n%s", err, e.logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kernel_exporter did not serve within 60s\n%s", e.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // threadNetns is a network namespace of its own, entered by one locked OS
