@@ -9,7 +9,7 @@
 # Environment:
 #   KE_KERNEL_CACHE   where kernel packages are kept (.cache/kernels)
 #   KE_MATRIX_RUN     test regexp (^TestMatrix)
-#   KE_GUEST_TIMEOUT  seconds before the VM is killed (1200)
+#   KE_GUEST_TIMEOUT  seconds before the VM is killed (600)
 #   KE_HOST_EXPECT    pin the host's features for the tests, e.g.
 #                     "none" or "fentry,kprobes" (unset: not pinned)
 #   GO                go command (go)
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 GO=${GO:-go}
 CACHE=${KE_KERNEL_CACHE:-.cache/kernels}
 RUN=${KE_MATRIX_RUN:-^TestMatrix}
-GUEST_TIMEOUT=${KE_GUEST_TIMEOUT:-1200}
+GUEST_TIMEOUT=${KE_GUEST_TIMEOUT:-600}
 # Debian's 6.1 LTS cloud kernel: has BTF, kprobes and BPF trampolines.
 KERNEL_PATTERN='^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$'
 GUEST_EXPECT=fentry,kprobes
@@ -93,10 +93,10 @@ printf '%s' "$GUEST_EXPECT" >"$root/it/expect"
 log "guest $pkg: booting under QEMU (TCG), timeout ${GUEST_TIMEOUT}s"
 start=$(date +%s)
 guest_rc=0
-timeout "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -m 1024 -smp 2 \
+timeout "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -m 1024 -smp 1 \
 	-nographic -no-reboot -nic none \
 	-kernel "$vmlinuz" -initrd "$BUILD/initramfs.cpio.gz" \
-	-append 'console=ttyS0 panic=-1 quiet' </dev/null \
+	-append 'console=ttyS0 panic=-1 softlockup_panic=1 quiet' </dev/null \
 	| tr -d '\r' >"$BUILD/guest.log" 2>&1 || guest_rc=$?
 guest_secs=$(( $(date +%s) - start ))
 
