@@ -165,3 +165,36 @@ test-kernels: test-deps
 # ---------------------------------------------------------------------------
 # End of kernel test matrix section
 # ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# Benchmarks (root: they create BPF maps and load programs). Figures and how
+# to read them: docs/performance.md.
+#
+#   make bench           scrape path: collect 1k..1M-entry maps through the
+#                        batch and the per-key iterate path (ns and allocs
+#                        per entry, batch/iterate ratio), the kernel's own
+#                        batch read, and getpid() with and without the
+#                        syscalls program
+#   make bench-overhead  BPF run time per event (run_time_ns / run_cnt) of
+#                        every bundled program under a standard local
+#                        workload, with kernel.bpf_stats_enabled=1
+#
+# BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
+# OVERHEAD_SECONDS (default 10) is how long the workload runs.
+# ---------------------------------------------------------------------------
+
+BENCH_TIME       ?= 5x
+OVERHEAD_SECONDS ?= 10
+
+.PHONY: bench bench-overhead
+
+bench:
+	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
+	CGO_ENABLED=0 $(GO) test -run '^$$' -bench GetpidOverhead -count 3 -timeout 10m ./exporter/
+
+bench-overhead:
+	KE_OVERHEAD_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench ProgramOverhead -benchtime 1x -timeout 30m ./exporter/
+
+# ---------------------------------------------------------------------------
+# End of benchmarks section
+# ---------------------------------------------------------------------------

@@ -2,10 +2,10 @@ package collector
 
 // Scrape-path benchmarks on real kernel maps (run as root):
 //
-//	go test -run '^$' -bench . -benchtime 2s ./collector/
+//	make bench   (go test -run '^$' -bench 'Collect|ReadOnly' -benchtime 5x ./collector/)
 //
-// Each benchmark creates a BPF hash map in the kernel, fills it with one
-// batch update, compiles a YAML config against it and calls Collect, the
+// Each benchmark creates a BPF hash map in the kernel, fills it with batch
+// updates, compiles a YAML config against it and calls Collect, the
 // way the Prometheus registry does, draining the metrics it sends. Every
 // size runs twice in the same process: "batch" (BPF_MAP_LOOKUP_BATCH, the
 // production path) and "iterate" (the per-key BPF_MAP_GET_NEXT_KEY +
@@ -190,12 +190,11 @@ func benchNeedRoot(b *testing.B) {
 	}
 }
 
-// benchMap creates and fills a hash map of n entries: keys and values are
-// slices of fixed-size types.
-func benchMap[K any](b *testing.B, name string, keys []K, values []uint64) *ebpf.MapSpec {
-	b.Helper()
+// benchMapSpec is a hash map of n entries with keys of type K and u64
+// values.
+func benchMapSpec[K any](name string, n int) *ebpf.MapSpec {
 	var k K
-	return &ebpf.MapSpec{Name: name, Type: ebpf.Hash, KeySize: uint32(unsafe.Sizeof(k)), ValueSize: 8, MaxEntries: uint32(len(keys))}
+	return &ebpf.MapSpec{Name: name, Type: ebpf.Hash, KeySize: uint32(unsafe.Sizeof(k)), ValueSize: 8, MaxEntries: uint32(n)}
 }
 
 // newBenchCollector creates the map of spec in the kernel, fills it, and
@@ -241,7 +240,7 @@ func counterFixture(b *testing.B, n int) *Config {
 		}
 		values[i] = uint64(i%1000 + 1)
 	}
-	spec := benchMap(b, "bench_calls_total", keys, values)
+	spec := benchMapSpec[counterKey]("bench_calls_total", n)
 	return newBenchCollector(b, benchCounterYAML(n+1), spec, keys, values)
 }
 
@@ -253,7 +252,7 @@ func histFixture(b *testing.B, n int) *Config {
 		keys[i] = histKey{ID: uint32(s / len(benchOps)), Op: uint32(s % len(benchOps)), Bucket: uint32(i % histSlots)}
 		values[i] = uint64(i%100 + 1)
 	}
-	spec := benchMap(b, "bench_latency_seconds", keys, values)
+	spec := benchMapSpec[histKey]("bench_latency_seconds", n)
 	return newBenchCollector(b, benchHistYAML(n/histSlots+1), spec, keys, values)
 }
 
@@ -355,6 +354,9 @@ func BenchmarkReadOnly(b *testing.B) {
 			c := counterFixture(b, n)
 			r := c.metrics[0].reader
 			var sum uint64
+			if _, err := r.each(func(_ []byte, v uint64) { sum += v }); err != nil {
+				b.Fatal(err) // warm-up: buffers
+			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := r.each(func(_ []byte, v uint64) { sum += v }); err != nil {

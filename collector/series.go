@@ -12,12 +12,14 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/decoder"
 )
 
-// The per-entry work of a read is one hash lookup: the key's bytes (without
-// the bucket field) find a cached *series, and the value is added to that
-// series in place. Keys that decode to the same label set share one series,
-// so summing them needs no second lookup. A series carries its label pairs,
+// The per-entry work of a read is finding the key's cached *series and
+// adding the value to it in place. The key's bytes (without the bucket
+// field) are compared with the key at the same place in the last read,
+// which usually matches (see readState.lastKeys); otherwise one hash lookup
+// finds it. Keys that decode to the same label set share one series, so
+// summing them needs no second lookup. A series carries its label pairs,
 // built once, and the metrics a read emits point at them: a steady-state
-// read allocates nothing per entry, and a few slabs per metric.
+// read allocates nothing per entry, only a few slabs per metric.
 //
 // Everything here is touched only by the read in flight; reads of one
 // config never overlap (see Config.Collect), so there are no locks.
@@ -199,12 +201,13 @@ func (m *metric) series(key []byte) *series {
 		lk = key[:m.BucketOff]
 	}
 	kl, j := len(lk), rs.cursor
-	idx, known := int32(-1), false
-	if (j+1)*kl <= len(rs.lastKeys) && j < len(rs.lastIdx) && bytes.Equal(rs.lastKeys[j*kl:(j+1)*kl], lk) {
-		idx, known = rs.lastIdx[j], true
+	idx := int32(-1)
+	if j < len(rs.lastIdx) && (j+1)*kl <= len(rs.lastKeys) && rs.lastIdx[j] >= 0 &&
+		bytes.Equal(rs.lastKeys[j*kl:(j+1)*kl], lk) {
+		idx = rs.lastIdx[j]
 		rs.cursor = j + 1
 	} else if i, ok := rs.index[string(lk)]; ok {
-		idx, known = i, true
+		idx = i
 		rs.cursor = int(rs.entries[i].pos) + 1
 	}
 	pos := int32(len(rs.curIdx))
@@ -218,7 +221,7 @@ func (m *metric) series(key []byte) *series {
 		e.pos = pos
 		s = e.s
 	} else {
-		cache := !known && len(rs.index) < rs.limit
+		cache := len(rs.index) < rs.limit
 		s = m.decode(lk, cache)
 		if cache {
 			idx = rs.newEntry(keyEntry{s: s, seen: rs.gen, pos: pos})

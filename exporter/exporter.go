@@ -33,7 +33,7 @@ type Source struct {
 type Options struct {
 	Sources []Source
 	// CacheSize bounds each metric's decoded-key cache and each decoder's
-	// cache (entries).
+	// cache (entries; decoder caches at most MaxDecoderCache).
 	CacheSize int
 	// BTFPath is an external vmlinux BTF file; empty uses the kernel's.
 	BTFPath string
@@ -44,6 +44,13 @@ type Options struct {
 	DisableAttach []string
 	Logger        *slog.Logger
 }
+
+// MaxDecoderCache bounds the decoders' own caches (cgroup paths, device and
+// interface names) whatever Options.CacheSize is: unlike the per-metric key
+// caches, which only hold keys present in a map, they remember names of
+// things that may be gone (a removed cgroup keeps its path), so with churn
+// they fill up to their bound.
+const MaxDecoderCache = 100000
 
 // Exporter owns the loaded objects and the registry that serves them.
 type Exporter struct {
@@ -64,7 +71,7 @@ func New(opts Options) *Exporter {
 	}
 	e := &Exporter{Registry: prometheus.NewRegistry(), Status: &collector.Status{}, log: log}
 	e.Registry.MustRegister(e.Status)
-	env := decoder.NewEnv(opts.CacheSize)
+	env := decoder.NewEnv(min(opts.CacheSize, MaxDecoderCache))
 	for _, src := range opts.Sources {
 		st := e.start(src, env, opts)
 		e.Status.Add(st)

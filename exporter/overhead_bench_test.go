@@ -76,7 +76,7 @@ func BenchmarkGetpidOverhead(b *testing.B) {
 		getpidLoop(b.N)
 		without = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
-	e := exporter.New(exporter.Options{Sources: []exporter.Source{{Name: "syscalls"}}, Logger: quietLogger()})
+	e := exporter.New(exporter.Options{Sources: []exporter.Source{{Name: "syscalls"}}, CacheSize: 1 << 20, Logger: quietLogger()})
 	defer e.Close()
 	if f := e.Failed(); len(f) > 0 {
 		b.Fatalf("syscalls program did not load: %s", f[0].Reason)
@@ -147,7 +147,7 @@ func BenchmarkProgramOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := exporter.New(exporter.Options{Sources: sources, Logger: quietLogger()})
+	e := exporter.New(exporter.Options{Sources: sources, CacheSize: 1 << 20, Logger: quietLogger()})
 	defer e.Close()
 
 	var progs []*progStats

@@ -30,7 +30,7 @@
  *
  * Cost (make bench-overhead, biolatency alone, 2-CPU VM, bpf stats on):
  * reading rq and disk fields with direct loads instead of
- * bpf_probe_read_kernel took block_rq_complete from 785-788 to 643-663 ns.
+ * bpf_probe_read_kernel took block_rq_complete from 528-539 to 456-463 ns.
  * A PERCPU_HASH histogram made no difference (block events are rare:
  * no contention on the shared one). Most of the rest is the in-flight hash
  * (issue: ~550 ns for one update), whose lines are cold at each event.

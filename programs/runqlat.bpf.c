@@ -36,8 +36,8 @@
  * Task fields are read directly (tp_btf arguments are BTF pointers), not
  * with bpf_probe_read_kernel. Measured on the 2-CPU development VM with
  * kernel.bpf_stats_enabled=1 (make bench-overhead, runqlat alone): with a
- * pid HASH, a PERCPU_HASH and probe reads, 352-369 ns per sched_switch and
- * 364-384 ns per wakeup; as written, 172-178 and 237-240 ns
+ * pid HASH, a PERCPU_HASH and probe reads, 260-279 ns per sched_switch and
+ * 287-290 ns per wakeup; as written, 147-149 and 167-173 ns
  * (docs/performance.md).
  */
 #include "vmlinux.h"

@@ -51,7 +51,7 @@ func run() int {
 		btfPath     = app.Flag("btf.path", "External vmlinux BTF file for kernels without /sys/kernel/btf/vmlinux.").String()
 		attachTo    = app.Flag("attach.to", "Kernel function for a config's attach_to programs: <config>=<function> or <config>.<program>=<function> (repeatable), e.g. funclatency=vfs_read.").Strings()
 		disable     = app.Flag("attach.disable", "Comma-separated attach kinds to treat as unsupported, so alternatives fall through: "+strings.Join(loader.AttachKinds, ", ")+".").String()
-		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric (only keys present in the map at the last scrape are kept), and entries per decoder cache.").Default("1048576").Int()
+		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric (only keys present in the map at the last scrape are kept); also bounds each decoder cache, up to 100000 entries.").Default("1048576").Int()
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
