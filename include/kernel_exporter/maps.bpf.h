@@ -20,8 +20,12 @@
 
 #include <bpf/bpf_helpers.h>
 
-/* ke_add adds inc to the u64 at key in map, creating the entry if needed. */
-static __always_inline void ke_add(void *map, const void *key, __u64 inc)
+/*
+ * __ke_add adds inc to the u64 at key in map, creating the entry if needed.
+ * atomic must be a constant: true for maps shared by all CPUs, false for
+ * per-CPU maps, where a plain add is enough.
+ */
+static __always_inline void __ke_add(void *map, const void *key, __u64 inc, const bool atomic)
 {
 	__u64 zero = 0, *val;
 
@@ -33,22 +37,22 @@ static __always_inline void ke_add(void *map, const void *key, __u64 inc)
 		if (!val)
 			return;
 	}
-	__sync_fetch_and_add(val, inc);
+	if (atomic)
+		__sync_fetch_and_add(val, inc);
+	else
+		*val += inc;
+}
+
+/* ke_add adds inc to the u64 at key in a map shared by all CPUs. */
+static __always_inline void ke_add(void *map, const void *key, __u64 inc)
+{
+	__ke_add(map, key, inc, true);
 }
 
 /* ke_add_percpu is ke_add for per-CPU maps: no atomic needed. */
 static __always_inline void ke_add_percpu(void *map, const void *key, __u64 inc)
 {
-	__u64 zero = 0, *val;
-
-	val = bpf_map_lookup_elem(map, key);
-	if (!val) {
-		bpf_map_update_elem(map, key, &zero, BPF_NOEXIST);
-		val = bpf_map_lookup_elem(map, key);
-		if (!val)
-			return;
-	}
-	*val += inc;
+	__ke_add(map, key, inc, false);
 }
 
 /* ke_log2 returns floor(log2(v)) for v > 0, and 0 for v == 0. */
