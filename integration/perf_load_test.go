@@ -104,35 +104,33 @@ func loadWorkload(t *testing.T) (stop func()) {
 			c.Close()
 		}
 	}()
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
+	// every runs fn every d until done is closed.
+	every := func(d time.Duration, fn func()) {
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(d):
+				}
+				fn()
 			}
-			if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
-				buf := make([]byte, 16)
-				c.Read(buf)
-				c.Close()
-			}
+		}()
+	}
+	every(5*time.Millisecond, func() {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			buf := make([]byte, 16)
+			c.Read(buf)
+			c.Close()
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			if err := exec.Command("/bin/true").Run(); err != nil {
-				werr := fmt.Errorf("exec /bin/true: %w", err)
-				execErr.CompareAndSwap(nil, &werr)
-			}
+	})
+	every(10*time.Millisecond, func() {
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			werr := fmt.Errorf("exec /bin/true: %w", err)
+			execErr.CompareAndSwap(nil, &werr)
 		}
-	}()
+	})
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
