@@ -109,34 +109,39 @@ func (e *Exporter) start(src Source, env *decoder.Env, opts Options) *collector.
 	if src.Dir != "" {
 		st.Source = filepath.Join(src.Dir, src.Name+".yaml")
 	}
+	if err := e.load(st, src, env, opts); err != nil {
+		st.Reason = err.Error()
+	}
+	return st
+}
+
+// load runs one config: parse, compile against the object's maps, load and
+// attach, register. It fills st's programs and alternatives as far as it
+// gets, and sets st.Up on success.
+func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env, opts Options) error {
 	cfg, data, err := read(src)
 	if err != nil {
-		st.Reason = err.Error()
-		return st
+		return err
 	}
 	lopts := loader.Options{BTFPath: opts.BTFPath, DisableAttach: opts.DisableAttach}
 	for _, o := range opts.AttachTo[src.Name] {
 		if err := cfg.OverrideAttachTo(o); err != nil {
-			st.Reason = err.Error()
-			return st
+			return err
 		}
 	}
 	if err := loader.CheckRequires(cfg, lopts); err != nil {
-		st.Reason = err.Error()
-		return st
+		return err
 	}
 	for _, k := range cfg.Ignored() {
 		e.log.Warn("config key ignored", "config", cfg.Name, "file", cfg.File, "key", k)
 	}
 	spec, err := loader.ParseObject(cfg.Object, data)
 	if err != nil {
-		st.Reason = err.Error()
-		return st
+		return err
 	}
 	plan, err := collector.Compile(cfg, spec, env)
 	if err != nil {
-		st.Reason = err.Error()
-		return st
+		return err
 	}
 	obj, err := loader.Load(spec, cfg, lopts)
 	if obj != nil {
@@ -146,8 +151,7 @@ func (e *Exporter) start(src Source, env *decoder.Env, opts Options) *collector.
 		st.Alternatives = alternativeStates(obj.Alternatives)
 	}
 	if err != nil {
-		st.Reason = fmt.Sprintf("%s: %v", cfg.Object, err)
-		return st
+		return fmt.Errorf("%s: %w", cfg.Object, err)
 	}
 	c, err := collector.New(plan, obj.Collection, opts.CacheSize)
 	if err == nil {
@@ -155,16 +159,15 @@ func (e *Exporter) start(src Source, env *decoder.Env, opts Options) *collector.
 	}
 	if err != nil {
 		obj.Close()
-		st.Reason = err.Error()
 		for i := range st.Programs {
 			st.Programs[i].Attached = false
 		}
-		return st
+		return err
 	}
 	e.objects = append(e.objects, obj)
 	st.Up = true
 	st.Collector = c
-	return st
+	return nil
 }
 
 // read returns the parsed config and the object bytes of a source.

@@ -413,14 +413,12 @@ func TestMatrixAcceptLatency(t *testing.T) {
 				if proto == "tcp" {
 					port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 				}
-				var conns []net.Conn
 				for j := 0; j < n; j++ {
 					c, err := net.Dial(l.Addr().Network(), l.Addr().String())
 					if err != nil {
 						t.Fatal(err)
 					}
 					defer c.Close()
-					conns = append(conns, c)
 				}
 				time.Sleep(wait)
 				for j := 0; j < n; j++ {

@@ -212,23 +212,19 @@ func loadSubset(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options, kee
 	c.Alternatives = nil
 	c.AttachTo = nil // already applied to spec
 	c.Requires = config.Requires{}
-	c.Uprobes = nil
-	for _, u := range cfg.Uprobes {
-		if slices.Contains(keep, u.Program) {
-			c.Uprobes = append(c.Uprobes, u)
-		}
-	}
-	c.USDT = nil
-	for _, u := range cfg.USDT {
-		if slices.Contains(keep, u.Program) {
-			c.USDT = append(c.USDT, u)
-		}
-	}
-	c.PerfEvents = nil
-	for _, p := range cfg.PerfEvents {
-		if slices.Contains(keep, p.Program) {
-			c.PerfEvents = append(c.PerfEvents, p)
-		}
-	}
+	c.Uprobes = onlyFor(cfg.Uprobes, keep, func(u config.Uprobe) string { return u.Program })
+	c.USDT = onlyFor(cfg.USDT, keep, func(u config.USDT) string { return u.Program })
+	c.PerfEvents = onlyFor(cfg.PerfEvents, keep, func(p config.PerfEvent) string { return p.Program })
 	return Load(s, &c, opts)
+}
+
+// onlyFor returns the targets whose program is in keep.
+func onlyFor[T any](targets []T, keep []string, program func(T) string) []T {
+	var out []T
+	for _, t := range targets {
+		if slices.Contains(keep, program(t)) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
