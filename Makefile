@@ -8,9 +8,10 @@
 # building the exporter needs only Go.
 #
 # Objects must be byte-identical whoever builds them, from whatever checkout
-# path: the toolchain is pinned, sources are passed by relative path, the
-# compilation directory recorded in debug info is rewritten to ".", and DWARF
-# is stripped afterwards (.BTF and .BTF.ext, which CO-RE needs, are kept).
+# path: the toolchain is pinned, and tools/bpf-build.sh compiles in one fixed
+# staging directory with repository-relative arguments (clang-19's BTF type
+# order otherwise follows the length of the checkout path), then strips DWARF
+# (.BTF and .BTF.ext, which CO-RE needs, are kept).
 #
 #   make bpf        rebuild the objects in place
 #   make bpf-check  fail if a committed object is stale or missing
@@ -20,39 +21,31 @@
 CLANG      ?= clang-19
 LLVM_STRIP ?= llvm-strip-19
 BPF_ARCH   ?= x86
+export CLANG LLVM_STRIP BPF_ARCH
 
 BPF_DIR     := programs
 BPF_INCLUDE := include
-BPF_CFLAGS  := -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -O2 -g -Wall -Werror \
-	-I$(BPF_INCLUDE) \
-	-fdebug-prefix-map=$(CURDIR)=. -fdebug-compilation-dir=.
+BPF_BUILD   := tools/bpf-build.sh
 
 BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c integration/testdata/fallback/*.bpf.c))
 BPF_OBJS    := $(BPF_SRCS:.bpf.c=.bpf.o)
 BPF_HEADERS := $(sort $(wildcard $(BPF_INCLUDE)/*.h $(BPF_INCLUDE)/*/*.h))
 
-# bpf_compile <source> <object>: compile then strip DWARF.
-define bpf_compile
-	$(CLANG) $(BPF_CFLAGS) -c $(1) -o $(2)
-	$(LLVM_STRIP) -g $(2)
-endef
-
 .PHONY: bpf bpf-check bpf-deps
 
 bpf: $(BPF_OBJS)
 
-$(BPF_DIR)/%.bpf.o: $(BPF_DIR)/%.bpf.c $(BPF_HEADERS)
-	$(call bpf_compile,$<,$@)
-
-# Test objects embedded in the integration tests (see make test-kernels).
-integration/testdata/fallback/%.bpf.o: integration/testdata/fallback/%.bpf.c $(BPF_HEADERS)
-	$(call bpf_compile,$<,$@)
+# Programs, and the test objects embedded in the integration tests (see
+# make test-kernels).
+%.bpf.o: %.bpf.c $(BPF_HEADERS) $(BPF_BUILD)
+	$(BPF_BUILD) . $<
 
 # Rebuild every object into a scratch directory and compare it with the one
 # in the tree. Also catches a source without an object and the reverse.
 bpf-check:
 	@set -e; \
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(BPF_BUILD) "$$tmp" $(BPF_SRCS); \
 	fail=0; \
 	for src in $(BPF_SRCS); do \
 		obj=$${src%.bpf.c}.bpf.o; \
@@ -60,10 +53,7 @@ bpf-check:
 			echo "bpf-check: $$src has no object $$obj: run make bpf" >&2; \
 			fail=1; continue; \
 		fi; \
-		out="$$tmp/$$(basename "$$obj")"; \
-		$(CLANG) $(BPF_CFLAGS) -c "$$src" -o "$$out"; \
-		$(LLVM_STRIP) -g "$$out"; \
-		if ! cmp -s "$$obj" "$$out"; then \
+		if ! cmp -s "$$obj" "$$tmp/$$obj"; then \
 			echo "bpf-check: $$obj is stale (differs from a fresh build of $$src): run make bpf" >&2; \
 			fail=1; \
 		fi; \
