@@ -2,7 +2,6 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -44,30 +43,13 @@ func nonV2Keys(n *yaml.Node) []string {
 	return out
 }
 
-// exampleCFlags are the Makefile's BPF_CFLAGS, minus the debug-path
-// rewriting that only matters for committed objects.
-var exampleCFlags = []string{"-target", "bpf", "-D__TARGET_ARCH_x86", "-O2", "-g", "-Wall", "-Werror"}
-
-// buildExample compiles examples/<name>.bpf.c with clang-19 into a temp
+// buildExample compiles examples/<name>.bpf.c (compileBPF) into a temp
 // directory and copies examples/<name>.yaml next to it, as a user would
 // lay out --config.dir. It returns the directory.
 func buildExample(t *testing.T, name string) string {
 	t.Helper()
-	clang, err := exec.LookPath("clang-19")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("clang-19 missing (make bpf-deps; CI=true forbids skipping): %v", err)
-		}
-		t.Skipf("clang-19 missing: %v", err)
-	}
 	dir := t.TempDir()
-	args := append(append([]string{}, exampleCFlags...),
-		"-I"+filepath.Join(repoRoot, "include"),
-		"-c", filepath.Join(repoRoot, "examples", name+".bpf.c"),
-		"-o", filepath.Join(dir, name+".bpf.o"))
-	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-		t.Fatalf("compile example %s: %v\n%s", name, err, out)
-	}
+	compileBPF(t, filepath.Join("examples", name+".bpf.c"), filepath.Join(dir, name+".bpf.o"))
 	y, err := os.ReadFile(filepath.Join(repoRoot, "examples", name+".yaml"))
 	if err != nil {
 		t.Fatal(err)

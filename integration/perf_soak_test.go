@@ -154,14 +154,7 @@ func setOf(v []string) map[string]bool {
 // compileChurn builds testdata/perf/churn.bpf.c into dir/churn.bpf.o.
 func compileChurn(t *testing.T, dir string) {
 	t.Helper()
-	clang := probeNeedTool(t, "BPF compiler", "clang-19")
-	args := append(append([]string{}, probeCFlags...),
-		"-I"+filepath.Join(repoRoot, "include"),
-		"-c", filepath.Join(repoRoot, "integration", "testdata", "perf", "churn.bpf.c"),
-		"-o", filepath.Join(dir, "churn.bpf.o"))
-	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-		t.Fatalf("compile churn.bpf.c: %v\n%s", err, out)
-	}
+	compileBPF(t, filepath.Join("integration", "testdata", "perf", "churn.bpf.c"), filepath.Join(dir, "churn.bpf.o"))
 }
 
 // churn is the soak workload: workers that each, in a loop, create a

@@ -18,9 +18,9 @@ import (
 	"time"
 )
 
-// probeCFlags are the Makefile's BPF_CFLAGS without the debug-path
-// rewriting, which only matters for committed objects.
-var probeCFlags = []string{"-target", "bpf", "-D__TARGET_ARCH_x86", "-O2", "-g", "-Wall", "-Werror"}
+// bpfCFlags are the BPF compiler flags of tools/bpf-build.sh, for objects
+// built at test time (never compared byte for byte).
+var bpfCFlags = []string{"-target", "bpf", "-D__TARGET_ARCH_x86", "-O2", "-g", "-Wall", "-Werror"}
 
 // probeNeedTool returns the path of the first of names found in PATH. Missing
 // all of them skips the test, or fails it under CI=true.
@@ -38,17 +38,23 @@ func probeNeedTool(t *testing.T, why string, names ...string) string {
 	return ""
 }
 
+// compileBPF compiles the repository-relative BPF C source src into obj
+// with clang-19 and include/ on the include path; extra flags (such as
+// -DNAME=value) come last.
+func compileBPF(t *testing.T, src, obj string, extra ...string) {
+	t.Helper()
+	clang := probeNeedTool(t, "BPF compiler", "clang-19")
+	args := append(append([]string{}, bpfCFlags...), "-I"+filepath.Join(repoRoot, "include"))
+	args = append(append(args, extra...), "-c", filepath.Join(repoRoot, src), "-o", obj)
+	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+		t.Fatalf("compile %s: %v\n%s", src, err, out)
+	}
+}
+
 // buildProbeBPF compiles testdata/probes/<src>.bpf.c into dir/<name>.bpf.o.
 func buildProbeBPF(t *testing.T, src, dir, name string) {
 	t.Helper()
-	clang := probeNeedTool(t, "BPF compiler", "clang-19")
-	args := append(append([]string{}, probeCFlags...),
-		"-I"+filepath.Join(repoRoot, "include"),
-		"-c", filepath.Join(repoRoot, "integration", "testdata", "probes", src+".bpf.c"),
-		"-o", filepath.Join(dir, name+".bpf.o"))
-	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-		t.Fatalf("compile %s.bpf.c: %v\n%s", src, err, out)
-	}
+	compileBPF(t, filepath.Join("integration", "testdata", "probes", src+".bpf.c"), filepath.Join(dir, name+".bpf.o"))
 }
 
 // buildProbeTarget compiles testdata/probes/target.c (with its USDT probes) into
