@@ -39,27 +39,12 @@ func TestBioLatencyDirectIO(t *testing.T) {
 		r0, w0 := diskStat(disk)
 		writes, reads := directIO(t, dir, blocks, block)
 		r1, w1 := diskStat(disk)
-		for _, c := range []struct {
-			op       string
-			syscalls int
-			kernel   uint64
-		}{{"write", writes, w1 - w0}, {"read", reads, r1 - r0}} {
+		for _, c := range bioOps(writes, reads, r1-r0, w1-w0) {
 			if passed[c.op] {
 				continue
 			}
 			labels := L("device", disk, "operation", c.op)
-			c0, s0, _ := before.Hist(metric, labels, 0)
-			var dc uint64
-			var ds float64
-			deadline := time.Now().Add(3 * time.Second)
-			for {
-				c1, s1, _ := e.Scrape().Hist(metric, labels, 0)
-				dc, ds = c1-c0, s1-s0
-				if dc >= uint64(c.syscalls) || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			dc, ds := waitBioCount(e, before, metric, labels, uint64(c.syscalls))
 			if dc < uint64(c.syscalls) {
 				t.Logf("round %d: %s{device=%q,operation=%q}: count +%d after %d O_DIRECT %s syscalls (kernel: %d requests completed)",
 					round, metric, disk, c.op, dc, c.syscalls, c.op, c.kernel)
@@ -144,28 +129,42 @@ func TestBioLatencyInflightCollisions(t *testing.T) {
 		t.Fatal(firstErr)
 	}
 	r1, w1 := diskStat(disk)
-	for _, c := range []struct {
-		op       string
-		syscalls int
-		kernel   uint64
-	}{{"write", writes, w1 - w0}, {"read", reads, r1 - r0}} {
+	for _, c := range bioOps(writes, reads, r1-r0, w1-w0) {
 		labels := L("device", disk, "operation", c.op)
-		c0, _, _ := before.Hist(metric, labels, 0)
 		want := uint64(c.syscalls) * 95 / 100
-		var dc uint64
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			c1, _, _ := e.Scrape().Hist(metric, labels, 0)
-			dc = c1 - c0
-			if dc >= uint64(c.syscalls) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		dc, _ := waitBioCount(e, before, metric, labels, uint64(c.syscalls))
 		t.Logf("%s: %d concurrent syscalls on %s, count +%d (kernel: +%d requests)", c.op, c.syscalls, disk, dc, c.kernel)
 		if dc < want {
 			t.Errorf("%s{device=%q,operation=%q}: count +%d for %d concurrent O_DIRECT %ss with one in-flight slot, want >= %d (95%%): colliding requests lost",
 				metric, disk, c.op, dc, c.syscalls, c.op, want)
 		}
+	}
+}
+
+// bioOp is one operation of an O_DIRECT workload: its syscalls, and the
+// requests the kernel completed meanwhile (/sys/block/<disk>/stat).
+type bioOp struct {
+	op       string
+	syscalls int
+	kernel   uint64
+}
+
+func bioOps(writes, reads int, kernelReads, kernelWrites uint64) []bioOp {
+	return []bioOp{{"write", writes, kernelWrites}, {"read", reads, kernelReads}}
+}
+
+// waitBioCount scrapes until the histogram series metric{labels} has
+// counted want more observations than in before, or 3 s have passed, and
+// returns how much its count and sum moved.
+func waitBioCount(e *Exporter, before Metrics, metric string, labels map[string]string, want uint64) (count uint64, sum float64) {
+	c0, s0, _ := before.Hist(metric, labels, 0)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		c1, s1, _ := e.Scrape().Hist(metric, labels, 0)
+		count, sum = c1-c0, s1-s0
+		if count >= want || time.Now().After(deadline) {
+			return count, sum
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
