@@ -81,10 +81,23 @@ bpf-deps:
 #   make run     build, then start with the default bundled programs (root)
 #   make test    install test dependencies, check BPF objects, gofmt, vet,
 #                then every test: unit and integration (root, real BPF),
-#                and the kernel matrix (make test-kernels)
+#                every fuzz target (make fuzz, FUZZ_TIME each) and the
+#                kernel matrix (make test-kernels)
 # ---------------------------------------------------------------------------
 
-GO        ?= go
+# Any Go >= 1.21 builds the module: it fetches the toolchain go.mod names
+# through the module proxy. tools/ensure-go.sh finds one, or installs
+# Debian's golang-1.23 from bookworm-backports on a machine without Go
+# (Debian 12's own golang is 1.19, too old). Debian's Go defaults to
+# GOTOOLCHAIN=local, which forbids that fetch: auto allows it.
+ifndef GO
+GO := $(shell tools/ensure-go.sh)
+endif
+ifeq ($(strip $(GO)),)
+$(error no Go >= 1.21 found or installed: see tools/ensure-go.sh)
+endif
+export PATH := $(dir $(GO)):$(PATH)
+export GOTOOLCHAIN ?= auto
 BINARY    := kernel_exporter
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION  ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
@@ -96,7 +109,7 @@ TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 ut
 # QEMU without its recommended packages (GUI libraries): the matrix runs headless.
 QEMU_DEBS := qemu-system-x86
 
-.PHONY: build run test test-deps check vet fmt-check
+.PHONY: build run test test-deps check vet fmt-check fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/kernel_exporter
@@ -131,11 +144,20 @@ vet:
 
 check: bpf-check fmt-check vet
 
-# The whole suite: unit and integration tests on this kernel, then the
-# kernel matrix (Debian's 6.1 kernel under QEMU).
+# The whole suite: unit and integration tests on this kernel, every fuzz
+# target for FUZZ_TIME, then the kernel matrix (Debian's 6.1 kernel under
+# QEMU). tools/heartbeat.sh prints a line whenever a phase has been silent
+# for 30 s.
+FUZZ_TIME ?= 20s
+
 test: test-deps check
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout 40m ./...
+	tools/heartbeat.sh env CGO_ENABLED=0 $(GO) test -count=1 -timeout 40m ./...
+	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory test-kernels
+
+# Every Go fuzz target (func FuzzXxx) for FUZZ_TIME each; see tools/fuzz.sh.
+fuzz:
+	GO=$(GO) FUZZ_TIME=$(FUZZ_TIME) tools/heartbeat.sh tools/fuzz.sh
 
 # ---------------------------------------------------------------------------
 # Kernel test matrix
