@@ -171,16 +171,16 @@ func TestFindCgroup2(t *testing.T) {
 func TestCgroupReal(t *testing.T) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		t.Skip(err)
+		skipOrFail(t, "cannot find the cgroup2 mount: %v", err)
 	}
 	mount, root, ok := findCgroup2(data)
 	if !ok {
-		t.Skip("no cgroup2 mount")
+		skipOrFail(t, "no cgroup2 mount in /proc/self/mountinfo")
 	}
 	name := "kernel_exporter_test_" + strconv.Itoa(os.Getpid())
 	dir := filepath.Join(mount, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a cgroup (not root?): %v", err)
+		skipOrFail(t, "cannot create a cgroup (not root?): %v", err)
 	}
 	defer os.Remove(dir)
 	id := inode(t, dir)

@@ -147,7 +147,7 @@ func realSymbol(t *testing.T, name string) uint64 {
 	t.Helper()
 	f, err := os.Open("/proc/kallsyms")
 	if err != nil {
-		t.Skip(err)
+		skipOrFail(t, "cannot read kernel symbols: %v", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -159,7 +159,7 @@ func realSymbol(t *testing.T, name string) uint64 {
 				t.Fatal(err)
 			}
 			if addr == 0 {
-				t.Skip("/proc/kallsyms hides addresses (not root?)")
+				skipOrFail(t, "/proc/kallsyms hides addresses (not root, or no CAP_SYSLOG?)")
 			}
 			return addr
 		}

@@ -6,7 +6,8 @@ package integration
 // test-kernels) each must choose the expected hook and move its metrics by
 // the expected amount; on a kernel without them (this 6.18 host) each
 // must end as a clear "not supported" status while the exporter keeps
-// serving. Each test prints one MATRIX line per run (matrix_util_test.go).
+// serving, and the test then reports SKIP with that reason. Each test
+// prints one MATRIX line per run (matrix_util_test.go).
 //
 // KE_MATRIX_QUIET=1 says nothing else runs on the machine, so call counts
 // of kernel functions must match exactly (otherwise: at least).
@@ -100,9 +101,7 @@ func TestMatrixFunclatency(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			r := matrixReport(t, "funclatency", m.name)
 			e := Start(t, append([]string{"--programs=funclatency"}, m.args...)...)
-			if !checkChoice(t, e, "funclatency", m.expect(t, "fentry", "kprobe"), r) {
-				return
-			}
+			checkChoice(t, e, "funclatency", m.expect(t, "fentry", "kprobe"), r)
 			const n = 20
 			fn := L("function", "do_sendfile")
 			before, _, _ := e.Scrape().Hist("kernel_function_latency_seconds", fn, 1)
@@ -123,9 +122,7 @@ func TestMatrixFunclatency(t *testing.T) {
 	t.Run("attach.to", func(t *testing.T) {
 		r := matrixReport(t, "funclatency --attach.to", "default")
 		e := Start(t, "--programs=funclatency", "--attach.to=funclatency=vfs_fsync_range")
-		if !checkChoice(t, e, "funclatency", modeDefault.expect(t, "fentry", "kprobe"), r) {
-			return
-		}
+		checkChoice(t, e, "funclatency", modeDefault.expect(t, "fentry", "kprobe"), r)
 		if n := e.Scrape().Series("kernel_exporter_program_attached", L("section", "fexit/vfs_fsync_range")) +
 			e.Scrape().Series("kernel_exporter_program_attached", L("section", "kretprobe/vfs_fsync_range")); n != 1 {
 			t.Errorf("no fexit or kretprobe program on vfs_fsync_range")
@@ -147,9 +144,7 @@ func TestMatrixFunccount(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			r := matrixReport(t, "funccount", m.name)
 			e := Start(t, append([]string{"--programs=funccount", "--attach.to=funccount=vfs_fsync_range"}, m.args...)...)
-			if !checkChoice(t, e, "funccount", m.expect(t, "fentry", "kprobe"), r) {
-				return
-			}
+			checkChoice(t, e, "funccount", m.expect(t, "fentry", "kprobe"), r)
 			const n = 25
 			fn := L("function", "vfs_fsync_range")
 			before := e.Scrape().Value("kernel_function_calls_total", fn)
@@ -200,9 +195,7 @@ func TestMatrixStackcount(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			r := matrixReport(t, "stackcount", m.name)
 			e := Start(t, append([]string{"--programs=stackcount"}, m.args...)...)
-			if !checkChoice(t, e, "stackcount", m.expect(t, "fentry", "kprobe"), r) {
-				return
-			}
+			checkChoice(t, e, "stackcount", m.expect(t, "fentry", "kprobe"), r)
 			fn := L("function", "tcp_push_one")
 			before := e.Scrape().Value("kernel_function_stack_calls_total", fn)
 			tcpBulk(t, 64<<20)
@@ -232,9 +225,7 @@ func TestMatrixTCPSynBacklog(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			r := matrixReport(t, "tcp_syn_backlog", m.name)
 			e := Start(t, append([]string{"--programs=tcp_syn_backlog"}, m.args...)...)
-			if !checkChoice(t, e, "tcp_syn_backlog", m.expect(t, "fentry", "kprobe"), r) {
-				return
-			}
+			checkChoice(t, e, "tcp_syn_backlog", m.expect(t, "fentry", "kprobe"), r)
 			ns := newThreadNetns(t)
 			port := 7401 + i
 			const backlog, flood, real = 4, 20, 3
@@ -306,9 +297,7 @@ func TestMatrixTCPWindow(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			r := matrixReport(t, "tcp_window", m.name)
 			e := Start(t, append([]string{"--programs=tcp_window"}, m.args...)...)
-			if !checkChoice(t, e, "tcp_window", m.expect(t, "fentry", "kprobe"), r) {
-				return
-			}
+			checkChoice(t, e, "tcp_window", m.expect(t, "fentry", "kprobe"), r)
 			ns := newThreadNetns(t)
 			plain, cookie := 7411+2*i, 7412+2*i
 			const n = 5
@@ -392,10 +381,8 @@ func TestMatrixAcceptLatency(t *testing.T) {
 			e := Start(t, append([]string{"--programs=accept_latency"}, m.args...)...)
 			// Debian 6.1 refuses fexit on tcp_v{4,6}_syn_recv_sock at attach.
 			notSupp := "attach fexit/tcp_v4_syn_recv_sock: create raw tracepoint: not supported"
-			if !checkChoice(t, e, "accept_latency", m.expect(t, "fentry", "kprobe"), r,
-				fallbackOK{"tcp", notSupp}, fallbackOK{"tcp6", strings.ReplaceAll(notSupp, "v4", "v6")}) {
-				return
-			}
+			checkChoice(t, e, "accept_latency", m.expect(t, "fentry", "kprobe"), r,
+				fallbackOK{"tcp", notSupp}, fallbackOK{"tcp6", strings.ReplaceAll(notSupp, "v4", "v6")})
 			var detail []string
 			for _, proto := range []string{"tcp", "unix"} {
 				var l net.Listener
@@ -456,10 +443,8 @@ func TestMatrixTCPCollapse(t *testing.T) {
 			e := Start(t, append([]string{"--programs=tcp_collapse"}, m.args...)...)
 			// tcp_collapse has 7 arguments: x86 BPF trampolines take at most
 			// 6 before 6.6.
-			if !checkChoice(t, e, "tcp_collapse", m.expect(t, "fentry", "kprobe"), r,
-				fallbackOK{"collapse", "attach fentry/tcp_collapse: create raw tracepoint: not supported"}) {
-				return
-			}
+			checkChoice(t, e, "tcp_collapse", m.expect(t, "fentry", "kprobe"), r,
+				fallbackOK{"collapse", "attach fentry/tcp_collapse: create raw tracepoint: not supported"})
 			fn := L("function", "tcp_collapse")
 			before, _, _ := e.Scrape().Hist("kernel_tcp_collapse_latency_seconds", fn, 1)
 			lfd, err := listenTCP4(0, 8, 4096)
@@ -515,9 +500,10 @@ func TestMatrixFallbackChain(t *testing.T) {
 			writeFallback(t, dir, "fallback", "")
 			e := Start(t, append([]string{"--programs=none", "--config.dir=" + dir, "--config.names=fallback"}, m.args...)...)
 			want := m.expect(t, "fentry", "kprobe", "tracepoint")
-			if !checkChoice(t, e, "fallback", want, r) {
+			if want == "" {
 				t.Fatalf("the tracepoint alternative must always work")
 			}
+			checkChoice(t, e, "fallback", want, r)
 			prog := "fsync_" + want
 			ms := e.Scrape()
 			if v := ms.Value("kernel_exporter_program_attached", L("config", "fallback", "program", prog, "alternative", "fsync")); v != 1 {
@@ -588,7 +574,7 @@ func TestMatrixBTFPath(t *testing.T) {
 	r := matrixReport(t, "--btf.path (test)", "tracepoint")
 	data, err := os.ReadFile("/sys/kernel/btf/vmlinux")
 	if err != nil {
-		t.Fatalf("this test needs kernel BTF to copy: %v", err)
+		skipLacking(t, "btf", "this test needs kernel BTF to copy: %v", err)
 	}
 	btfCopy := filepath.Join(t.TempDir(), "vmlinux.btf")
 	if err := os.WriteFile(btfCopy, data, 0o644); err != nil {
