@@ -282,7 +282,8 @@ func allThreadsPrctl(option int, a2, a3 uintptr) error {
 
 // DropAfterAttach is DropCapabilities with its outcome logged: CapEff before
 // and after at INFO (hex as /proc/self/status prints it, and names), a
-// bounding set left alone or a failed drop at WARN. It never fails the
+// bounding set left alone at INFO too (the normal case under the systemd
+// unit, which grants no CAP_SETPCAP), a failed drop at WARN. It never fails the
 // caller: an exporter that could not drop keeps serving.
 func DropAfterAttach(keep CapSet, log *slog.Logger) CapDrop {
 	r, err := DropCapabilities(keep)
@@ -296,7 +297,7 @@ func DropAfterAttach(keep CapSet, log *slog.Logger) CapDrop {
 		"before", r.Before.Effective.String(), "after", r.After.Effective.String(),
 		"cap_bnd_after", r.After.Bounding.Hex())
 	if r.BoundingErr != nil {
-		log.Warn("capability bounding set kept", "reason", r.BoundingErr, "cap_bnd", r.After.Bounding.Hex())
+		log.Info("capability bounding set kept", "reason", r.BoundingErr, "cap_bnd", r.After.Bounding.Hex())
 	}
 	return r
 }
