@@ -55,6 +55,7 @@ func run() int {
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
+		capsKeep    = app.Flag("capabilities.keep", "Capabilities to keep once every program is attached, besides CAP_BPF (which reading maps needs on kernels before 6.5): comma-separated names (cap_syslog, CAP_SYS_ADMIN, perfmon), \"none\", or \"all\" to drop nothing. Every other capability is dropped from all sets and no_new_privs is set.").Default("none").String()
 		webFlags    = kingpinflag.AddFlags(app, DefaultAddress)
 	)
 	logCfg := &promslog.Config{}
@@ -85,6 +86,11 @@ func run() int {
 			return 2
 		}
 	}
+	capsToKeep, keepAllCaps, err := loader.ParseKeep(*capsKeep)
+	if err != nil {
+		log.Error("bad flags", "err", fmt.Errorf("--capabilities.keep: %w", err))
+		return 2
+	}
 	if *bpfStats {
 		closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 		if err != nil {
@@ -100,6 +106,9 @@ func run() int {
 
 	if *check {
 		return report(exp)
+	}
+	if !keepAllCaps {
+		loader.DropAfterAttach(capsToKeep, log)
 	}
 	if *strict && len(failed) > 0 {
 		log.Error("config failed and --config.strict is set", "config", failed[0].Name, "reason", failed[0].Reason)
