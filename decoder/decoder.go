@@ -252,10 +252,10 @@ func Token(in []byte) string {
 }
 
 // quoteMax is how many bytes of a config string quoteShort keeps.
-const quoteMax = 40
+const quoteMax = 24
 
 // quoteShort quotes a string from the config for an error message, cut to
-// 40 bytes ("..." and the length follow when it was longer).
+// 24 bytes ("..." and the length follow when it was longer).
 func quoteShort(s string) string {
 	if len(s) <= quoteMax {
 		return strconv.Quote(s)

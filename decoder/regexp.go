@@ -28,7 +28,7 @@ const (
 type regexpFilter struct{ re *regexp.Regexp }
 
 // newRegexp fails for no patterns, more than MaxRegexps, one longer than
-// MaxRegexpLen, or one that does not compile; errors quote at most 40 bytes
+// MaxRegexpLen, or one that does not compile; errors quote at most 24 bytes
 // of a pattern.
 func newRegexp(_ *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, error) {
 	if len(conf.Regexps) == 0 {
