@@ -63,7 +63,7 @@ func New(plan *Plan, coll *ebpf.Collection, cacheSize int) (*Config, error) {
 			MetricPlan: mp,
 			desc:       desc,
 			reader:     r,
-			rs:         newReadState(mp, desc, cacheSize),
+			rs:         newReadState(mp, desc, cacheSize, c.name),
 		})
 	}
 	return c, nil

@@ -15,12 +15,13 @@ var (
 	entriesReadDesc = prometheus.NewDesc(selfNamespace+"_map_entries_read",
 		"Map entries read by the last read of a config's maps.", []string{"config"}, nil)
 	decoderErrorsDesc = prometheus.NewDesc(selfNamespace+"_decoder_errors_total",
-		"Map keys dropped because a decoder failed on them.", []string{"config", "metric"}, nil)
+		"Map keys dropped because a decoder failed on them, by the decoder that failed.", []string{"config", "metric", "decoder"}, nil)
 	seriesDroppedDesc = prometheus.NewDesc(selfNamespace+"_series_dropped_total",
 		"Series not exported because the metric reached max_series.", []string{"config", "metric"}, nil)
 )
 
-// collectSelf sends the config's scrape self-metrics. The Status collector
+// collectSelf sends the config's scrape self-metrics. Decoder errors have
+// one series per metric and decoder name of its label chains, from 0. The Status collector
 // calls it, so that these descriptors are registered once for all configs.
 func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue,
@@ -28,8 +29,10 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(entriesReadDesc, prometheus.GaugeValue,
 		float64(c.lastEntries.Load()), c.name)
 	for _, m := range c.metrics {
-		ch <- prometheus.MustNewConstMetric(decoderErrorsDesc, prometheus.CounterValue,
-			float64(m.decodeErr.Load()), c.name, m.Name)
+		for _, d := range m.rs.decErrs {
+			ch <- prometheus.MustNewConstMetric(decoderErrorsDesc, prometheus.CounterValue,
+				float64(d.n.Load()), c.name, m.Name, d.decoder)
+		}
 		ch <- prometheus.MustNewConstMetric(seriesDroppedDesc, prometheus.CounterValue,
 			float64(m.dropped.Load()), c.name, m.Name)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"sort"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -41,14 +40,14 @@ type series struct {
 	count     uint64 // histogram: observations, including those above the last bucket
 	sum       uint64 // histogram: raw sum, in bucket units
 	perBucket []uint64
+
+	failed int // sentinels of failed keys: 1 + index in readState.decErrs
 }
 
-// skipSeries and badSeries stand for keys that a decoder skipped (ErrSkip)
-// or failed on. They are never aggregated or changed.
-var (
-	skipSeries = &series{}
-	badSeries  = &series{}
-)
+// skipSeries stands for keys that a decoder skipped (ErrSkip), and
+// readState.bad for keys that a decoder failed on (one per decoder name).
+// They are never aggregated or changed.
+var skipSeries = &series{}
 
 // keyEntry is a cached key: its series, the last read that saw the key, and
 // where in that read.
@@ -95,10 +94,19 @@ type readState struct {
 	nb    int       // histogram buckets
 	keep  []int     // histogram buckets emitted (equal bounds: only the last)
 	upper []float64 // their bounds; shared read-only by the emitted metrics
+
+	config  string           // for decoder error logs
+	metric  string           // same
+	decErrs []*decoderErrors // per decoder name of the label chains; fixed
+	bad     []*series        // bad[i] stands for keys decErrs[i] failed on
 }
 
-func newReadState(mp *MetricPlan, desc *prometheus.Desc, limit int) readState {
+// newReadState builds the read state of a metric of config (the config's
+// name, for decoder error logs and metrics).
+func newReadState(mp *MetricPlan, desc *prometheus.Desc, limit int, config string) readState {
 	rs := readState{
+		config:   config,
+		metric:   mp.Name,
 		limit:    max(limit, 1),
 		index:    map[string]int32{},
 		groups:   map[string]*series{},
@@ -111,6 +119,12 @@ func newReadState(mp *MetricPlan, desc *prometheus.Desc, limit int) readState {
 	for i, l := range mp.Labels {
 		rs.names[i] = l.Name
 		rs.order[i] = i
+		for _, name := range l.Chain.Names() {
+			if rs.decoderIndex(name) < 0 {
+				rs.decErrs = append(rs.decErrs, &decoderErrors{decoder: name})
+				rs.bad = append(rs.bad, &series{failed: len(rs.decErrs)})
+			}
+		}
 	}
 	sort.SliceStable(rs.order, func(a, b int) bool { return rs.names[rs.order[a]] < rs.names[rs.order[b]] })
 	up := mp.Buckets.Upper
@@ -231,11 +245,14 @@ func (m *metric) series(key []byte) *series {
 	}
 	rs.curKeys = append(rs.curKeys, lk...)
 	rs.curIdx = append(rs.curIdx, idx)
-	switch s {
-	case skipSeries:
+	if s == skipSeries {
 		return nil
-	case badSeries:
+	}
+	if s.failed != 0 {
 		m.decodeErr.Add(1)
+		if s.failed > 0 {
+			rs.decErrs[s.failed-1].n.Add(1)
+		}
 		return nil
 	}
 	if s.gen != rs.gen {
@@ -263,6 +280,35 @@ func (m *metric) series(key []byte) *series {
 	return s
 }
 
+// decoderIndex returns the index in decErrs of a decoder name, or -1.
+func (rs *readState) decoderIndex(name string) int {
+	for i, d := range rs.decErrs {
+		if d.decoder == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// failure logs a decoder error (rate-limited, see decodeLogger) and returns
+// the sentinel series that counts it under the failing decoder's name.
+func (rs *readState) failure(err error) *series {
+	name := "unknown"
+	var de *decoder.DecodeError
+	if errors.As(err, &de) {
+		name = de.Decoder
+	}
+	decodeLog.log(rs.config, rs.metric, name, err)
+	if i := rs.decoderIndex(name); i >= 0 {
+		return rs.bad[i]
+	}
+	return otherFailure // a chain changed after the metric was built (tests)
+}
+
+// otherFailure stands for keys that a decoder not known to the metric failed
+// on: they count in the metric's total only.
+var otherFailure = &series{failed: -1}
+
 func (rs *readState) newEntry(e keyEntry) int32 {
 	if n := len(rs.free); n > 0 {
 		i := rs.free[n-1]
@@ -281,19 +327,13 @@ func (m *metric) decode(lk []byte, cached bool) *series {
 	rs := &m.rs
 	rs.buf, rs.ends = rs.buf[:0], rs.ends[:0]
 	for _, l := range m.Labels {
-		// As l.Chain.Decode, without converting each value to a string.
-		out := lk[l.Off : l.Off+l.Size]
-		for _, d := range l.Chain {
-			var err error
-			if out, err = d.Decode(out); err != nil {
-				if errors.Is(err, decoder.ErrSkip) {
-					return skipSeries
-				}
-				return badSeries
+		// Valid UTF-8, so without 0xff, the separator below.
+		out, err := l.Chain.DecodeBytes(lk[l.Off : l.Off+l.Size])
+		if err != nil {
+			if errors.Is(err, decoder.ErrSkip) {
+				return skipSeries
 			}
-		}
-		if !utf8.Valid(out) || bytes.IndexByte(out, 0xff) >= 0 {
-			return badSeries // Prometheus label values must be UTF-8
+			return rs.failure(err)
 		}
 		rs.buf = append(rs.buf, out...)
 		rs.ends = append(rs.ends, len(rs.buf))

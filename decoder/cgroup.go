@@ -11,6 +11,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"golang.org/x/sys/unix"
 )
@@ -60,6 +61,10 @@ func (d *cgroupDecoder) Decode(in []byte) ([]byte, error) {
 	return appendDecimal(nil, id), nil
 }
 
+// maxMountinfo bounds <ProcRoot>/self/mountinfo (a host with ten thousand
+// mounts has about 1.5 MiB).
+const maxMountinfo = 16 << 20
+
 // cgroupWalkInterval is the least time between two walks of the hierarchy.
 const cgroupWalkInterval = time.Second
 
@@ -78,7 +83,7 @@ type cgroupResolver struct {
 func (e *Env) cgroupResolver() (*cgroupResolver, error) {
 	e.cgroupsOnce.Do(func() {
 		file := e.procPath("self", "mountinfo")
-		data, err := os.ReadFile(file)
+		data, err := bounded.ReadFile(file, "mount table", maxMountinfo)
 		if err != nil {
 			e.cgroupsErr = err
 			return

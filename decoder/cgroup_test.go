@@ -94,7 +94,7 @@ func TestCgroup(t *testing.T) {
 	d = mustNew(t, e, config.Decoder{Name: "cgroup"}, 0)
 	runCases(t, d, []decodeCase{
 		{name: "text", in: []byte(strconv.FormatUint(fresh, 10)), out: "/system.slice/new.service"},
-		{name: "bad", in: []byte("0x10"), err: `cgroup: bad number "0x10"`},
+		{name: "bad", in: []byte("0x10"), err: `cgroup: bad number 0x30783130`},
 	})
 	newErr(t, e, config.Decoder{Name: "cgroup"}, 4, "cgroup: size 4 not supported (want 8)")
 }
@@ -121,7 +121,7 @@ func TestCgroupNoMount(t *testing.T) {
 
 	e = NewEnv(16)
 	e.ProcRoot = t.TempDir()
-	newErr(t, e, config.Decoder{Name: "cgroup"}, 8, "cgroup: open "+e.ProcRoot+"/self/mountinfo: no such file or directory")
+	newErr(t, e, config.Decoder{Name: "cgroup"}, 8, "cgroup: mount table "+e.ProcRoot+"/self/mountinfo: no such file or directory")
 }
 
 func TestFindCgroup2(t *testing.T) {

@@ -33,8 +33,14 @@
 package decoder
 
 import (
+	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 )
@@ -79,16 +85,88 @@ type StackMaps func(name string) (StackReader, error)
 // Chain is the list of decoders of one label.
 type Chain []Decoder
 
-// Decode runs the chain and returns the label value.
+// Decode runs the chain and returns the label value, always valid UTF-8
+// (see DecodeBytes). It returns ErrSkip unchanged when a decoder drops the
+// key, and a *DecodeError naming the decoder that failed otherwise.
 func (c Chain) Decode(in []byte) (string, error) {
-	out := in
-	for _, d := range c {
-		var err error
-		if out, err = d.Decode(out); err != nil {
-			return "", err
-		}
+	out, err := c.DecodeBytes(in)
+	if err != nil {
+		return "", err
 	}
 	return string(out), nil
+}
+
+// DecodeBytes is Decode without the conversion to a string: the result may
+// be shared (see Decoder) and must not be modified. Prometheus label values
+// must be UTF-8, so invalid sequences in the last decoder's output become
+// U+FFFD, as the string decoder does (valid output is returned as is, without
+// allocating). Errors are ErrSkip, or a *DecodeError whose Decoder is the
+// name of the failing decoder and whose Err is that decoder's error.
+func (c Chain) DecodeBytes(in []byte) ([]byte, error) {
+	out := in
+	for i, d := range c {
+		var err error
+		if out, err = d.Decode(out); err != nil {
+			if err == ErrSkip {
+				return nil, err
+			}
+			return nil, &DecodeError{Index: i, Decoder: NameOf(d), Err: err}
+		}
+	}
+	if !utf8.Valid(out) {
+		out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
+	}
+	return out, nil
+}
+
+// DecodeError is a decoder's failure on one map key: Decoder is the name of
+// the decoder that failed ("ksym", "static_map", ...), Index its position in
+// the chain, and Err its error, which errors.Is and errors.As reach through
+// Unwrap. Decoders never quote more of their input than a short hex token
+// (at most 8 bytes: see Token), so the text is safe to log.
+type DecodeError struct {
+	Index   int
+	Decoder string
+	Err     error
+}
+
+// Error returns the decoder's error text, which starts with the decoder's
+// name ("ksym: ..."); the name is prepended when it does not.
+func (e *DecodeError) Error() string {
+	msg := e.Err.Error()
+	if strings.HasPrefix(msg, e.Decoder+":") {
+		return msg
+	}
+	return e.Decoder + ": " + msg
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Named is implemented by every decoder of this package: Name returns the
+// decoder's registered name ("uint", "ksym", ...).
+type Named interface {
+	Name() string
+}
+
+// NameOf returns d's registered name, or its Go type for a decoder from
+// outside this package that does not implement Named.
+func NameOf(d Decoder) string {
+	if n, ok := d.(Named); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", d)
+}
+
+// Names returns the distinct names of the chain's decoders, in chain order.
+func (c Chain) Names() []string {
+	var names []string
+	for _, d := range c {
+		n := NameOf(d)
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // NewChain builds the decoders of one label. size is the label's width in
@@ -131,12 +209,58 @@ var ErrUnknown = errors.New("unknown decoder")
 // bytes, and syscall, errno and cgroup parse the decimal text of an earlier
 // uint decoder, as in ebpf_exporter's [uint, syscall] chains. stacks is used
 // by kstack only and may be nil otherwise.
+//
+// size must be in [0, MaxSize]; anything else fails with an error wrapping
+// ErrSize. Settings from the config are bounded too: at most
+// MaxStaticMapEntries static_map entries and MaxRegexps regexps of at most
+// MaxRegexpLen bytes each.
 func (e *Env) New(conf config.Decoder, size int, stacks StackMaps) (Decoder, error) {
 	ctor, ok := registry[conf.Name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknown, conf.Name, knownNames())
+		return nil, fmt.Errorf("%w %s (known: %s)", ErrUnknown, quoteShort(conf.Name), knownNames())
+	}
+	if size < 0 || size > MaxSize {
+		return nil, fmt.Errorf("%s: %w: %d bytes (want 0 to %d)", conf.Name, ErrSize, size, MaxSize)
 	}
 	return ctor(e, conf, size, stacks)
+}
+
+// MaxSize bounds the width in bytes of the field a decoder reads. The kernel
+// limits hash map keys to 512 bytes (MAX_BPF_STACK); the bound leaves room
+// for inline kstack frames.
+const MaxSize = 4096
+
+// ErrSize is returned (wrapped) by New for a field width outside
+// [0, MaxSize].
+var ErrSize = errors.New("field size out of range")
+
+// tokenMax is how many input bytes Token shows.
+const tokenMax = 8
+
+// Token formats the start of a decoder input for an error message: at most
+// 8 bytes in hex, then "..." and the length when there are more
+// ("0x3132", "0x0102030405060708... (24 bytes)", "0x (empty)"). Map bytes
+// never appear in errors (which are logged) otherwise.
+func Token(in []byte) string {
+	if len(in) == 0 {
+		return "0x (empty)"
+	}
+	if len(in) <= tokenMax {
+		return "0x" + hex.EncodeToString(in)
+	}
+	return fmt.Sprintf("0x%s... (%d bytes)", hex.EncodeToString(in[:tokenMax]), len(in))
+}
+
+// quoteMax is how many bytes of a config string quoteShort keeps.
+const quoteMax = 24
+
+// quoteShort quotes a string from the config for an error message, cut to
+// 24 bytes ("..." and the length follow when it was longer).
+func quoteShort(s string) string {
+	if len(s) <= quoteMax {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(strings.ToValidUTF8(s[:quoteMax], "")), len(s))
 }
 
 type constructor func(e *Env, conf config.Decoder, size int, stacks StackMaps) (Decoder, error)

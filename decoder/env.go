@@ -220,7 +220,7 @@ func readInput(name string, in []byte, size int) (uint64, error) {
 	if size == textInput {
 		v, ok := parseDecimal(in)
 		if !ok {
-			return 0, fmt.Errorf("%s: bad number %q", name, in)
+			return 0, fmt.Errorf("%s: bad number %s", name, Token(in))
 		}
 		return v, nil
 	}

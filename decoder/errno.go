@@ -90,7 +90,7 @@ func (d *errnoDecoder) Decode(in []byte) ([]byte, error) {
 		}
 		n, ok := parseDecimal(text)
 		if !ok {
-			return nil, fmt.Errorf("errno: bad number %q", in)
+			return nil, fmt.Errorf("errno: bad number %s", Token(in))
 		}
 		v = n
 	} else {

@@ -44,8 +44,8 @@ func TestErrno(t *testing.T) {
 		{name: "text", in: []byte("1"), out: "EPERM"},
 		{name: "text negative", in: []byte("-2"), out: "ENOENT"},
 		{name: "text zero", in: []byte("0"), out: "0"},
-		{name: "bad", in: []byte("-"), err: `errno: bad number "-"`},
-		{name: "bad2", in: []byte("--2"), err: `errno: bad number "--2"`},
+		{name: "bad", in: []byte("-"), err: `errno: bad number 0x2d`},
+		{name: "bad2", in: []byte("--2"), err: `errno: bad number 0x2d2d32`},
 	})
 	newErr(t, e, conf, 3, "errno: size 3 not supported (want 1, 2, 4 or 8)")
 }

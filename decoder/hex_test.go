@@ -30,7 +30,7 @@ func TestHex(t *testing.T) {
 	runCases(t, mustNew(t, e, conf, 16), []decodeCase{
 		{name: "raw", in: []byte("0123456789abcdef"), out: "30313233343536373839616263646566"},
 	})
-	newErr(t, e, conf, -1, "hex: size -1 not supported")
+	newErr(t, e, conf, -1, "hex: field size out of range: -1 bytes (want 0 to 4096)")
 	// After another decoder: the text's bytes.
 	runCases(t, mustNew(t, e, conf, 0), []decodeCase{
 		{name: "text", in: []byte("AZ"), out: "415a"},

@@ -5,9 +5,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
 // kallsyms is the kernel symbol table of <ProcRoot>/kallsyms, sorted by
@@ -25,7 +26,7 @@ type kallsyms struct {
 func (e *Env) kallsyms() (*kallsyms, error) {
 	e.ksymsOnce.Do(func() {
 		file := e.procPath("kallsyms")
-		data, err := os.ReadFile(file)
+		data, err := bounded.ReadFile(file, "kernel symbol table", bounded.MaxKallsyms)
 		if err != nil {
 			e.ksymsErr = err
 			return
@@ -37,6 +38,12 @@ func (e *Env) kallsyms() (*kallsyms, error) {
 	})
 	return e.ksyms, e.ksymsErr
 }
+
+// Bounds of a kallsyms table (see parseKallsyms).
+const (
+	maxSymbolName = 1024
+	maxSymbols    = 4 << 20
+)
 
 // errNoAddresses is returned for a kallsyms file whose addresses are all
 // zero, as the kernel shows them to readers without CAP_SYSLOG.
@@ -51,13 +58,23 @@ var errNoAddresses = errors.New("all symbol addresses are zero (kernel.kptr_rest
 // symbols are skipped; so are malformed lines. When several symbols share an
 // address, the name kept is the first global one with the fewest leading
 // underscores (schedule over __schedule_alias).
+//
+// Memory is bounded by the input: data must be at most bounded.MaxKallsyms
+// bytes, names longer than maxSymbolName bytes are skipped (the kernel's
+// KSYM_NAME_LEN is 512), and at most maxSymbols symbols are kept (a real
+// table has a few hundred thousand); more is an error. Each symbol costs 16
+// bytes while parsing and 12 plus its name in the table.
 func parseKallsyms(data []byte) (*kallsyms, error) {
-	type sym struct {
-		addr       uint64
-		start, end uint32 // of the name in data
-		rank       int    // lower is better
+	if len(data) > bounded.MaxKallsyms {
+		return nil, fmt.Errorf("%d bytes, more than the %s limit", len(data), bounded.Size(bounded.MaxKallsyms))
 	}
-	syms := make([]sym, 0, bytes.Count(data, []byte{'\n'})+1)
+	type sym struct {
+		addr  uint64
+		start uint32 // of the name in data
+		len   uint16 // of the name
+		rank  uint16 // lower is better
+	}
+	var syms []sym
 	zeros := 0
 	for off := 0; off < len(data); {
 		line := data[off:]
@@ -84,18 +101,20 @@ func parseKallsyms(data []byte) (*kallsyms, error) {
 		if i := bytes.IndexByte(name, '\t'); i >= 0 {
 			name = name[:i]
 		}
-		if len(name) == 0 {
+		if len(name) == 0 || len(name) > maxSymbolName {
 			continue
 		}
-		rank := 0
-		for rank < len(name) && name[rank] == '_' {
+		var rank uint16
+		for int(rank) < len(name) && name[rank] == '_' {
 			rank++
 		}
 		if typ >= 'a' && typ <= 'z' {
-			rank += 1 << 16 // local symbols lose to global ones
+			rank += 1 << 15 // local symbols lose to global ones
 		}
-		start := uint32(lineStart + n + 3)
-		syms = append(syms, sym{addr: addr, start: start, end: start + uint32(len(name)), rank: rank})
+		if len(syms) == maxSymbols {
+			return nil, fmt.Errorf("more than %d symbols", maxSymbols)
+		}
+		syms = append(syms, sym{addr: addr, start: uint32(lineStart + n + 3), len: uint16(len(name)), rank: rank})
 	}
 	if len(syms) == 0 {
 		if zeros > 0 {
@@ -118,7 +137,7 @@ func parseKallsyms(data []byte) (*kallsyms, error) {
 	var size int
 	for i, s := range syms {
 		if i == 0 || s.addr != syms[i-1].addr {
-			size += int(s.end - s.start)
+			size += int(s.len)
 		}
 	}
 	k.names = make([]byte, 0, size)
@@ -127,7 +146,7 @@ func parseKallsyms(data []byte) (*kallsyms, error) {
 			continue
 		}
 		k.addrs = append(k.addrs, s.addr)
-		k.names = append(k.names, data[s.start:s.end]...)
+		k.names = append(k.names, data[s.start:s.start+uint32(s.len)]...)
 		k.ends = append(k.ends, uint32(len(k.names)))
 	}
 	return k, nil

@@ -133,7 +133,7 @@ func TestKstackInline(t *testing.T) {
 	bad.ProcRoot = t.TempDir()
 	d = mustNew(t, bad, config.Decoder{Name: "kstack"}, 16)
 	runCases(t, d, []decodeCase{
-		{name: "no kallsyms", in: frames(1, 0), err: "kstack: open " + bad.ProcRoot + "/kallsyms: no such file or directory"},
+		{name: "no kallsyms", in: frames(1, 0), err: "kstack: kernel symbol table " + bad.ProcRoot + "/kallsyms: no such file or directory"},
 	})
 }
 

@@ -72,7 +72,7 @@ func TestKsymErrors(t *testing.T) {
 	// The file is read lazily: building the decoder succeeds.
 	d := mustNew(t, e, config.Decoder{Name: "ksym"}, 8)
 	runCases(t, d, []decodeCase{
-		{name: "missing", in: u64(1), err: "ksym: open " + dir + "/kallsyms: no such file or directory"},
+		{name: "missing", in: u64(1), err: "ksym: kernel symbol table " + dir + "/kallsyms: no such file or directory"},
 	})
 
 	e = kallsymsEnv(t, "0000000000000000 T schedule\n0000000000000000 t foo\t[mod]\n")

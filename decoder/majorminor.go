@@ -1,11 +1,10 @@
 package decoder
 
 import (
-	"bufio"
 	"bytes"
-	"os"
 	"strconv"
 
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
@@ -52,10 +51,15 @@ func (d *majorMinor) Decode(in []byte) ([]byte, error) {
 	return strconv.AppendUint(out, uint64(minor), 10), nil
 }
 
-// blockDevName returns the name of block device major:minor, or nil.
+// maxPartitions bounds <ProcRoot>/partitions (about 50 bytes a device).
+const maxPartitions = 1 << 20
+
+// blockDevName returns the name of block device major:minor, or nil. The
+// uevent file is read up to bounded.MaxSmall bytes and /proc/partitions up
+// to maxPartitions; a larger or unreadable file counts as not found.
 func (e *Env) blockDevName(major, minor uint32) []byte {
 	id := strconv.FormatUint(uint64(major), 10) + ":" + strconv.FormatUint(uint64(minor), 10)
-	if data, err := os.ReadFile(e.sysPath("dev", "block", id, "uevent")); err == nil {
+	if data, err := bounded.ReadFile(e.sysPath("dev", "block", id, "uevent"), "device uevent", bounded.MaxSmall); err == nil {
 		for line := range bytes.Lines(data) {
 			if name, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("DEVNAME=")); ok && len(name) > 0 {
 				return bytes.Clone(name)
@@ -63,14 +67,12 @@ func (e *Env) blockDevName(major, minor uint32) []byte {
 		}
 	}
 	// /proc/partitions: "major minor  #blocks  name", after a header.
-	f, err := os.Open(e.procPath("partitions"))
+	data, err := bounded.ReadFile(e.procPath("partitions"), "partition table", maxPartitions)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := bytes.Fields(sc.Bytes())
+	for line := range bytes.Lines(data) {
+		fields := bytes.Fields(line)
 		if len(fields) != 4 {
 			continue
 		}

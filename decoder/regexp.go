@@ -1,41 +1,80 @@
 package decoder
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
 func init() { register("regexp", newRegexp) }
 
+// Bounds of a regexp decoder's settings.
+const (
+	// MaxRegexps bounds the patterns of one regexp decoder.
+	MaxRegexps = 256
+	// MaxRegexpLen bounds the length in bytes of one pattern.
+	MaxRegexpLen = 1024
+)
+
 // regexpFilter keeps the keys whose label text matches at least one of
 // conf.Regexps and drops the others: its Decode returns the input unchanged
 // or ErrSkip. Patterns use Go's RE2 syntax and are not anchored (like grep):
 // "^tcp_" matches names that start with tcp_, "tcp" any name containing it.
-type regexpFilter struct{ res []*regexp.Regexp }
+// The patterns are compiled into one alternation, so that many patterns cost
+// one program and one match.
+type regexpFilter struct{ re *regexp.Regexp }
 
+// newRegexp fails for no patterns, more than MaxRegexps, one longer than
+// MaxRegexpLen, or one that does not compile; errors quote at most 24 bytes
+// of a pattern.
 func newRegexp(_ *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, error) {
 	if len(conf.Regexps) == 0 {
 		return nil, fmt.Errorf("regexp: no patterns (set regexps)")
 	}
-	res := make([]*regexp.Regexp, len(conf.Regexps))
-	for i, p := range conf.Regexps {
-		re, err := regexp.Compile(p)
-		if err != nil {
-			return nil, fmt.Errorf("regexp: bad pattern %q: %v", p, err)
-		}
-		res[i] = re
+	if len(conf.Regexps) > MaxRegexps {
+		return nil, fmt.Errorf("regexp: %d patterns, more than the limit of %d", len(conf.Regexps), MaxRegexps)
 	}
-	return &regexpFilter{res: res}, nil
+	subs := make([]*syntax.Regexp, len(conf.Regexps))
+	for i, p := range conf.Regexps {
+		if len(p) > MaxRegexpLen {
+			return nil, fmt.Errorf("regexp: pattern %d is %d bytes long, more than the limit of %d", i, len(p), MaxRegexpLen)
+		}
+		sub, err := syntax.Parse(p, syntax.Perl)
+		if err != nil {
+			return nil, fmt.Errorf("regexp: bad pattern %s: %s", quoteShort(p), syntaxReason(err))
+		}
+		subs[i] = sub
+	}
+	// The parsed trees print with their flags made explicit ((?i:...)), so
+	// joining them cannot let one pattern's syntax (\Q, flags) leak into
+	// the next.
+	all := &syntax.Regexp{Op: syntax.OpAlternate, Sub: subs}
+	if len(subs) == 1 {
+		all = subs[0]
+	}
+	re, err := regexp.Compile(all.String())
+	if err != nil {
+		return nil, fmt.Errorf("regexp: patterns do not compile together: %s", syntaxReason(err))
+	}
+	return &regexpFilter{re: re}, nil
+}
+
+// syntaxReason is a regexp error without the expression it quotes.
+func syntaxReason(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return se.Code.String()
+	}
+	return "invalid"
 }
 
 // Decode returns in when it matches and ErrSkip when it does not.
 func (d *regexpFilter) Decode(in []byte) ([]byte, error) {
-	for _, re := range d.res {
-		if re.Match(in) {
-			return in[:len(in):len(in)], nil
-		}
+	if d.re.Match(in) {
+		return in[:len(in):len(in)], nil
 	}
 	return nil, ErrSkip
 }

@@ -8,6 +8,9 @@ import (
 
 func init() { register("static_map", newStaticMap) }
 
+// MaxStaticMapEntries bounds the entries of one static_map decoder.
+const MaxStaticMapEntries = 1 << 20
+
 // staticMap replaces its input, usually the decimal text of a uint decoder,
 // by the value conf.StaticMap gives it: with static_map {"1": "read"}, "1"
 // → "read". An input with no entry is returned unchanged if allow_unknown is
@@ -17,19 +20,33 @@ type staticMap struct {
 	allowUnknown bool
 }
 
+// newStaticMap builds the lookup table in time and memory linear in the
+// entries: one map sized up front, and all values copied into one slab.
+// It fails for an empty map or one of more than MaxStaticMapEntries entries.
 func newStaticMap(_ *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, error) {
 	if len(conf.StaticMap) == 0 {
 		return nil, fmt.Errorf("static_map: no entries (set static_map)")
 	}
+	if len(conf.StaticMap) > MaxStaticMapEntries {
+		return nil, fmt.Errorf("static_map: %d entries, more than the limit of %d", len(conf.StaticMap), MaxStaticMapEntries)
+	}
+	total := 0
+	for _, v := range conf.StaticMap {
+		total += len(v)
+	}
+	slab := make([]byte, 0, total)
 	m := make(map[string][]byte, len(conf.StaticMap))
 	for k, v := range conf.StaticMap {
-		m[k] = []byte(v)
+		start := len(slab)
+		slab = append(slab, v...)
+		m[k] = slab[start:len(slab):len(slab)]
 	}
 	return &staticMap{m: m, allowUnknown: conf.AllowUnknown}, nil
 }
 
-// Decode fails with `static_map: no mapping for "7"` for an unknown input
-// unless allow_unknown is set.
+// Decode fails with "static_map: no mapping for 0x37" (the input as a
+// short hex token, see Token) for an unknown input unless allow_unknown is
+// set.
 func (d *staticMap) Decode(in []byte) ([]byte, error) {
 	if v, ok := d.m[string(in)]; ok {
 		return v, nil
@@ -37,5 +54,5 @@ func (d *staticMap) Decode(in []byte) ([]byte, error) {
 	if d.allowUnknown {
 		return in[:len(in):len(in)], nil
 	}
-	return nil, fmt.Errorf("static_map: no mapping for %q", in)
+	return nil, fmt.Errorf("static_map: no mapping for %s", Token(in))
 }

@@ -13,8 +13,8 @@ func TestStaticMap(t *testing.T) {
 		{name: "hit", in: []byte("1"), out: "read"},
 		{name: "other", in: []byte("2"), out: "write"},
 		{name: "empty key", in: []byte(""), out: "empty"},
-		{name: "miss", in: []byte("7"), err: `static_map: no mapping for "7"`},
-		{name: "quoted", in: []byte("a\"b"), err: `static_map: no mapping for "a\"b"`},
+		{name: "miss", in: []byte("7"), err: `static_map: no mapping for 0x37`},
+		{name: "quoted", in: []byte("a\"b"), err: `static_map: no mapping for 0x612262`},
 	})
 	runCases(t, mustNew(t, e, config.Decoder{Name: "static_map", StaticMap: m, AllowUnknown: true}, 0), []decodeCase{
 		{name: "hit", in: []byte("1"), out: "read"},

@@ -71,8 +71,8 @@ func TestSyscall(t *testing.T) {
 	runCases(t, mustNew(t, e, conf, 0), []decodeCase{
 		{name: "text", in: []byte("35"), out: "nanosleep"},
 		{name: "text unknown", in: []byte("1000"), out: "sys_1000"},
-		{name: "not a number", in: []byte("x1"), err: `syscall: bad number "x1"`},
-		{name: "empty", in: []byte(""), err: `syscall: bad number ""`},
+		{name: "not a number", in: []byte("x1"), err: `syscall: bad number 0x7831`},
+		{name: "empty", in: []byte(""), err: `syscall: bad number 0x (empty)`},
 	})
 	newErr(t, e, conf, 2, "syscall: size 2 not supported (want 4 or 8)")
 }

@@ -1,0 +1,33 @@
+package decoder
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/kernel-exporter/kernel_exporter/config"
+)
+
+// TestStaticMapBuildLinear checks that building a static_map decoder does
+// work linear in its entries, counted in allocations: 4 times the entries
+// make at most 4 times the allocations (values share one slab; the map is
+// sized once), here with 25k and 100k entries.
+func TestStaticMapBuildLinear(t *testing.T) {
+	e := NewEnv(16)
+	allocs := func(n int) float64 {
+		m := make(map[string]string, n)
+		for i := range n {
+			m[strconv.Itoa(i)] = "value" + strconv.Itoa(i)
+		}
+		conf := config.Decoder{Name: "static_map", StaticMap: m}
+		d := mustNew(t, e, conf, 0)
+		if out, err := d.Decode([]byte(strconv.Itoa(n - 1))); err != nil || string(out) != "value"+strconv.Itoa(n-1) {
+			t.Fatalf("Decode(%d) = %q, %v", n-1, out, err)
+		}
+		return testing.AllocsPerRun(2, func() { mustNew(t, e, conf, 0) })
+	}
+	small, large := allocs(25_000), allocs(100_000)
+	t.Logf("allocations: %v for 25k entries, %v for 100k", small, large)
+	if large > 4*small+8 || large > 1000 {
+		t.Errorf("allocations: %v for 25k entries, %v for 100k: not linear, or one per entry", small, large)
+	}
+}
