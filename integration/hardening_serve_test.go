@@ -258,7 +258,9 @@ func TestHardening08SlowlorisShutdown(t *testing.T) {
 }
 
 // TestHardening08SecondSignal checks that a second SIGTERM while shutdown
-// waits exits at once.
+// waits exits at once: well before the 5 s shutdown deadline (the kernel's
+// release of the BPF links as the process exits takes up to about a second
+// on a busy machine).
 func TestHardening08SecondSignal(t *testing.T) {
 	e := Start(t, "--programs=timers")
 	halfRequest(t, e.URL)
@@ -272,8 +274,8 @@ func TestHardening08SecondSignal(t *testing.T) {
 		e.done <- err
 		d := time.Since(start)
 		t.Logf("exit %v after the second SIGTERM (%v)", d.Round(time.Millisecond), err)
-		if d > time.Second {
-			t.Errorf("exit %v after the second SIGTERM, want at once", d)
+		if d > 3*time.Second || !strings.Contains(e.Logs(), "second signal: exiting at once") {
+			t.Errorf("exit %v after the second SIGTERM, want at once (well before the 5s shutdown deadline)\n%s", d, e.Logs())
 		}
 	case <-time.After(15 * time.Second):
 		t.Errorf("no exit 15s after a second SIGTERM\n%s", e.Logs())
