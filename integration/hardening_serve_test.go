@@ -220,7 +220,12 @@ func TestHardening07LoadTimeout(t *testing.T) {
 	}
 }
 
-// halfRequest opens a connection and sends half a request (no blank line).
+// halfRequest opens a connection and sends half a request: the headers of a
+// POST and 3 of its 1000 body bytes. The handler answers, then the server
+// reads the rest of the body to reuse the connection, which stays active
+// (not idle) for as long as the client sends nothing. (Half the headers
+// alone would not do: the server counts a connection that has not sent its
+// headers as idle, and shutdown closes it after 5 s.)
 func halfRequest(t *testing.T, url string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
@@ -228,7 +233,7 @@ func halfRequest(t *testing.T, url string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if _, err := c.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n")); err != nil {
+	if _, err := c.Write([]byte("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc")); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -236,7 +241,7 @@ func halfRequest(t *testing.T, url string) net.Conn {
 
 // TestHardening08SlowlorisShutdown checks that a client holding half a
 // request does not hold shutdown: SIGTERM ends the process within the
-// shutdown deadline (5 s).
+// shutdown deadline (5 s) and the connection is closed.
 func TestHardening08SlowlorisShutdown(t *testing.T) {
 	e := Start(t, "--programs=timers")
 	halfRequest(t, e.URL)

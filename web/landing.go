@@ -29,6 +29,15 @@ func Landing(status *collector.Status, metricsPath, version string) http.Handler
 			st.Name = collector.LabelValue(st.Name)
 			st.Source = collector.LabelValue(st.Source)
 			st.Reason = collector.LabelValue(st.Reason)
+			alts := make([]collector.AlternativeState, len(st.Alternatives))
+			for i, a := range st.Alternatives {
+				a.Passed = append([]string(nil), a.Passed...)
+				for j := range a.Passed {
+					a.Passed[j] = collector.LabelValue(a.Passed[j])
+				}
+				alts[i] = a
+			}
+			st.Alternatives = alts
 			rw := row{State: st}
 			if st.Collector != nil {
 				rw.Limits = strings.Join(st.Collector.LimitHits(), ", ")
