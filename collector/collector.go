@@ -44,7 +44,7 @@ type metric struct {
 // cache of decoded keys, which holds only the keys its last read saw.
 func New(plan *Plan, coll *ebpf.Collection, cacheSize int) (*Config, error) {
 	plan.Bind(coll)
-	c := &Config{name: plan.Config.Name}
+	c := &Config{name: LabelValue(plan.Config.Name)}
 	for _, mp := range plan.Metrics {
 		m := coll.Maps[mp.MapName]
 		if m == nil {
@@ -75,6 +75,16 @@ func (c *Config) Describe(ch chan<- *prometheus.Desc) {
 		ch <- m.desc
 	}
 }
+
+// Descs returns a collector that describes the config's metrics and
+// collects nothing: registering it claims the metric names in a registry
+// (which refuses clashes) while Scrape does the reading.
+func (c *Config) Descs() prometheus.Collector { return descsOnly{c} }
+
+type descsOnly struct{ c *Config }
+
+func (d descsOnly) Describe(ch chan<- *prometheus.Desc) { d.c.Describe(ch) }
+func (d descsOnly) Collect(chan<- prometheus.Metric)    {}
 
 // Collect reads the maps and sends the metrics. A scrape that arrives while
 // another one is reading shares that read's result.

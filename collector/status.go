@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -12,7 +13,10 @@ import (
 type State struct {
 	Name string
 	// Source is "bundled" or the YAML path.
-	Source   string
+	Source string
+	// Loading is true until the config's load ends (then Up or Reason is
+	// set).
+	Loading  bool
 	Up       bool
 	Reason   string
 	Programs []ProgramState
@@ -46,7 +50,8 @@ type AlternativeState struct {
 
 // Status reports every config's state as self-metrics:
 //
-//	kernel_exporter_config_up{config}                      1 or 0
+//	kernel_exporter_config_up{config}                      1 or 0 (0 while loading)
+//	kernel_exporter_config_loading{config}                 1 until the config's load ends
 //	kernel_exporter_config_error_info{config,reason}       1 for a config that is down
 //	kernel_exporter_program_attached{config,program,section,alternative}
 //	kernel_exporter_program_run_seconds_total{config,program}  (kernel BPF stats)
@@ -55,6 +60,10 @@ type AlternativeState struct {
 // and, for configs that are up, the scrape self-metrics of their collector
 // (scrape duration and entries read of the last read, decoder errors, series
 // dropped).
+//
+// Label values (config names, reasons, paths) come from outside and are
+// made valid UTF-8 (invalid bytes become U+FFFD) so that one odd name never
+// breaks the scrape.
 //
 // Run time and count come from the kernel's per-program statistics, which
 // only advance while kernel.bpf_stats_enabled is 1.
@@ -66,6 +75,8 @@ type Status struct {
 var (
 	upDesc = prometheus.NewDesc(selfNamespace+"_config_up",
 		"Whether the config loaded, attached and serves metrics (1) or failed (0).", []string{"config"}, nil)
+	loadingDesc = prometheus.NewDesc(selfNamespace+"_config_loading",
+		"Whether the config is still loading (1) or its load has ended (0).", []string{"config"}, nil)
 	errorInfoDesc = prometheus.NewDesc(selfNamespace+"_config_error_info",
 		"Why a config is down; always 1.", []string{"config", "reason"}, nil)
 	attachedDesc = prometheus.NewDesc(selfNamespace+"_program_attached",
@@ -83,6 +94,14 @@ func (s *Status) Add(st *State) {
 	s.states = append(s.states, st)
 }
 
+// Update changes a state added with Add, under the lock that States takes,
+// so that readers never see a half-written state.
+func (s *Status) Update(st *State, fn func(*State)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(st)
+}
+
 // States returns a snapshot of all states, in the order they were added.
 func (s *Status) States() []State {
 	s.mu.Lock()
@@ -96,22 +115,31 @@ func (s *Status) States() []State {
 
 // Describe sends the status descriptors.
 func (s *Status) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{upDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
+	for _, d := range []*prometheus.Desc{upDesc, loadingDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
 		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesDroppedDesc} {
 		ch <- d
 	}
 }
 
-// Collect sends the status metrics.
+// Collect sends the status metrics, and the self-metrics of the last
+// completed read of each config that is up.
 func (s *Status) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range s.States() {
-		up := 0.0
-		if st.Up {
+	s.collect(ch, s.States())
+}
+
+func (s *Status) collect(ch chan<- prometheus.Metric, states []State) {
+	for _, st := range states {
+		up, loading := 0.0, 0.0
+		switch {
+		case st.Up:
 			up = 1
-		} else {
-			ch <- prometheus.MustNewConstMetric(errorInfoDesc, prometheus.GaugeValue, 1, st.Name, st.Reason)
+		case st.Loading:
+			loading = 1
+		default:
+			send(ch, errorInfoDesc, prometheus.GaugeValue, 1, st.Name, st.Reason)
 		}
-		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, st.Name)
+		send(ch, upDesc, prometheus.GaugeValue, up, st.Name)
+		send(ch, loadingDesc, prometheus.GaugeValue, loading, st.Name)
 		if st.Collector != nil {
 			st.Collector.collectSelf(ch)
 		}
@@ -120,14 +148,60 @@ func (s *Status) Collect(ch chan<- prometheus.Metric) {
 			if p.Attached {
 				att = 1
 			}
-			ch <- prometheus.MustNewConstMetric(attachedDesc, prometheus.GaugeValue, att, st.Name, p.Name, p.Section, p.Alternative)
+			send(ch, attachedDesc, prometheus.GaugeValue, att, st.Name, p.Name, p.Section, p.Alternative)
 			if p.Prog == nil || !p.Attached {
 				continue
 			}
 			if stats, err := p.Prog.Stats(); err == nil {
-				ch <- prometheus.MustNewConstMetric(runTimeDesc, prometheus.CounterValue, stats.Runtime.Seconds(), st.Name, p.Name)
-				ch <- prometheus.MustNewConstMetric(runCountDesc, prometheus.CounterValue, float64(stats.RunCount), st.Name, p.Name)
+				send(ch, runTimeDesc, prometheus.CounterValue, stats.Runtime.Seconds(), st.Name, p.Name)
+				send(ch, runCountDesc, prometheus.CounterValue, float64(stats.RunCount), st.Name, p.Name)
 			}
 		}
 	}
+}
+
+// LabelValue makes s a valid label value: invalid UTF-8 bytes become
+// U+FFFD. Label values from outside (names, paths, reasons) go through it.
+func LabelValue(s string) string {
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// send sends a constant metric with labels made valid; a metric that still
+// cannot be built is left out rather than failing the scrape.
+func send(ch chan<- prometheus.Metric, desc *prometheus.Desc, vt prometheus.ValueType, v float64, labels ...string) {
+	for i, l := range labels {
+		labels[i] = LabelValue(l)
+	}
+	if m, err := prometheus.NewConstMetric(desc, vt, v, labels...); err == nil {
+		ch <- m
+	}
+}
+
+// Scrape is the one collector of an exporter's configs: it reads every
+// config that is up (concurrently), then sends the status and the
+// self-metrics, so that kernel_exporter_scrape_duration_seconds and
+// kernel_exporter_map_entries_read describe this scrape's reads, not the
+// previous one's (a registry runs its collectors concurrently, so a Status
+// registered beside the configs would see the reads of the scrape before).
+//
+// The configs' own descriptors are registered apart, with Config.Descs, so
+// that the registry still refuses metric names that clash.
+type Scrape struct {
+	Status *Status
+}
+
+// Describe sends the status descriptors.
+func (s *Scrape) Describe(ch chan<- *prometheus.Desc) { s.Status.Describe(ch) }
+
+// Collect reads every config that is up, then sends the status metrics.
+func (s *Scrape) Collect(ch chan<- prometheus.Metric) {
+	states := s.Status.States()
+	var wg sync.WaitGroup
+	for _, st := range states {
+		if st.Collector != nil {
+			wg.Go(func() { st.Collector.Collect(ch) })
+		}
+	}
+	wg.Wait()
+	s.Status.collect(ch, states)
 }

@@ -5,17 +5,20 @@
 package exporter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
@@ -42,8 +45,19 @@ type Options struct {
 	// unsupported (loader.Options.DisableAttach).
 	AttachTo      map[string][]string
 	DisableAttach []string
-	Logger        *slog.Logger
+	// LoadTimeout bounds each config's load (parse, verify, attach); 0
+	// means DefaultLoadTimeout. A config still loading then is marked down
+	// with a reason naming the timeout.
+	LoadTimeout time.Duration
+	Logger      *slog.Logger
 }
+
+// DefaultLoadTimeout is the default of Options.LoadTimeout
+// (--config.load-timeout). A config loads in well under a second on a
+// machine (the verifier and BTF take most of it), in tens of seconds under
+// software emulation; two minutes leaves room for that and for a loaded
+// machine while still ending a load that hangs.
+const DefaultLoadTimeout = 2 * time.Minute
 
 // MaxDecoderCache bounds the decoders' own caches (cgroup paths, device and
 // interface names) whatever Options.CacheSize is: unlike the per-metric key
@@ -57,91 +71,225 @@ type Exporter struct {
 	Registry *prometheus.Registry
 	Status   *collector.Status
 
+	opts   Options
+	log    *slog.Logger
+	states []*collector.State
+	loaded chan struct{} // closed when every load has ended or timed out
+	once   sync.Once
+
+	mu      sync.Mutex
 	objects []*loader.Object
-	log     *slog.Logger
+	claims  map[string]string // metric name -> config serving it
+	closed  bool
 }
 
-// New starts every source. It returns an error only for problems that
-// affect all configs (none today); per-config failures are in Status and
-// in Failed.
+// New prepares an exporter for every source, each in the loading state,
+// with a registry that serves the status already. Nothing is loaded until
+// Start.
 func New(opts Options) *Exporter {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Exporter{Registry: prometheus.NewRegistry(), Status: &collector.Status{}, log: log}
-	e.Registry.MustRegister(e.Status)
-	env := decoder.NewEnv(min(opts.CacheSize, MaxDecoderCache))
-	for _, src := range opts.Sources {
-		st := e.start(src, env, opts)
-		e.Status.Add(st)
-		if st.Up {
-			log.Info("config up", "config", st.Name, "from", st.Source, "programs", len(st.Programs))
-			for _, a := range st.Alternatives {
-				log.Info("alternative chosen", "config", st.Name, "alternative", a.Name, "chosen", a.Chosen, "passed_over", strings.Join(a.Passed, "; "))
-			}
-		} else {
-			log.Error("config down", "config", st.Name, "from", st.Source, "reason", st.Reason)
-		}
+	if opts.LoadTimeout <= 0 {
+		opts.LoadTimeout = DefaultLoadTimeout
 	}
-	// Start-up used memory that serving does not need (the decoded kernel
-	// BTF, the text of kallsyms): drop it and give it back to the system
-	// now rather than over the next minutes.
-	loader.ReleaseKernelTypes()
-	env.Warm()
-	debug.FreeOSMemory()
+	e := &Exporter{
+		Registry: prometheus.NewRegistry(),
+		Status:   &collector.Status{},
+		opts:     opts,
+		log:      log,
+		loaded:   make(chan struct{}),
+		claims:   map[string]string{},
+	}
+	e.Registry.MustRegister(&collector.Scrape{Status: e.Status})
+	for _, src := range opts.Sources {
+		st := &collector.State{Name: src.Name, Source: "bundled", Loading: true}
+		if src.Dir != "" {
+			st.Source = filepath.Join(src.Dir, src.Name+".yaml")
+		}
+		e.states = append(e.states, st)
+		e.Status.Add(st)
+	}
 	return e
 }
 
-// Failed returns the states of the configs that are down.
+// Start loads every source, each in its own goroutine, and returns at once.
+// A load that has not ended within Options.LoadTimeout is marked down (its
+// objects are closed if it ends later). Loaded is closed when every load
+// has ended or timed out, or when ctx is done. Start must be called once.
+func (e *Exporter) Start(ctx context.Context) {
+	env := decoder.NewEnv(min(e.opts.CacheSize, MaxDecoderCache))
+	var ended, finished sync.WaitGroup
+	for i, src := range e.opts.Sources {
+		st := e.states[i]
+		done := make(chan struct{})
+		ended.Add(1)
+		finished.Go(func() {
+			defer close(done)
+			e.run(st, src, env)
+		})
+		go func() {
+			defer ended.Done()
+			t := time.NewTimer(e.opts.LoadTimeout)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-ctx.Done():
+			case <-t.C:
+				e.timeout(st)
+			}
+		}()
+	}
+	go func() {
+		ended.Wait()
+		// Read kallsyms now, if a decoder wants it, while the process still
+		// has CAP_SYSLOG: Loaded is followed by the capability drop, after
+		// which the kernel shows every address as 0.
+		env.Warm()
+		e.once.Do(func() { close(e.loaded) })
+	}()
+	go func() {
+		finished.Wait()
+		// Start-up used memory that serving does not need (the decoded
+		// kernel BTF, the text of kallsyms): drop it and give it back to
+		// the system now rather than over the next minutes.
+		loader.ReleaseKernelTypes()
+		debug.FreeOSMemory()
+	}()
+	go func() {
+		<-ctx.Done()
+		e.once.Do(func() { close(e.loaded) })
+	}()
+}
+
+// Loaded is closed when every config's load has ended (up or down) or timed
+// out, or start-up was cancelled: the point after which nothing more
+// attaches.
+func (e *Exporter) Loaded() <-chan struct{} { return e.loaded }
+
+// Failed returns the states of the configs that are down (not those still
+// loading).
 func (e *Exporter) Failed() []collector.State {
 	var out []collector.State
 	for _, st := range e.Status.States() {
-		if !st.Up {
+		if !st.Up && !st.Loading {
 			out = append(out, st)
 		}
 	}
 	return out
 }
 
-func (e *Exporter) start(src Source, env *decoder.Env, opts Options) *collector.State {
-	st := &collector.State{Name: src.Name, Source: "bundled"}
-	if src.Dir != "" {
-		st.Source = filepath.Join(src.Dir, src.Name+".yaml")
+// timeout marks a config still loading as down.
+func (e *Exporter) timeout(st *collector.State) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var name string
+	e.Status.Update(st, func(st *collector.State) {
+		if !st.Loading {
+			return
+		}
+		st.Loading = false
+		st.Reason = fmt.Sprintf("load did not finish within %v (--config.load-timeout)", e.opts.LoadTimeout)
+		name = st.Name
+	})
+	if name != "" {
+		e.log.Error("config down", "config", name, "reason", "load timed out", "timeout", e.opts.LoadTimeout)
 	}
-	if err := e.load(st, src, env, opts); err != nil {
-		st.Reason = err.Error()
+}
+
+// run loads one source and publishes the result, unless the load timed
+// out or the exporter closed meanwhile, in which case what it loaded is
+// closed.
+func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
+	res := collector.State{Name: st.Name, Source: st.Source}
+	obj, c, names, err := e.load(&res, src, env)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var late bool
+	e.Status.Update(st, func(cur *collector.State) { late = !cur.Loading })
+	if err == nil && !late && !e.closed {
+		err = e.claim(res.Name, names, c)
 	}
-	return st
+	if err != nil || late || e.closed {
+		if obj != nil {
+			obj.Close()
+			for i := range res.Programs {
+				res.Programs[i].Attached = false
+			}
+		}
+		if late || e.closed {
+			if late {
+				e.log.Warn("config load ended after its timeout: closed", "config", res.Name)
+			}
+			return
+		}
+		res.Reason = err.Error()
+		e.Status.Update(st, func(cur *collector.State) { *cur = res })
+		e.log.Error("config down", "config", res.Name, "from", res.Source, "reason", res.Reason)
+		return
+	}
+	e.objects = append(e.objects, obj)
+	res.Up = true
+	res.Collector = c
+	e.Status.Update(st, func(cur *collector.State) { *cur = res })
+	e.log.Info("config up", "config", res.Name, "from", res.Source, "programs", len(res.Programs))
+	for _, a := range res.Alternatives {
+		e.log.Info("alternative chosen", "config", res.Name, "alternative", a.Name, "chosen", a.Chosen, "passed_over", strings.Join(a.Passed, "; "))
+	}
+}
+
+// claim registers a loaded config's metrics: it fails, naming both configs
+// and the metric, when another config already serves one of the names, and
+// with the registry's error when a name clashes with the exporter's own
+// metrics. The caller holds e.mu.
+func (e *Exporter) claim(config string, names []string, c *collector.Config) error {
+	for _, n := range names {
+		if other, ok := e.claims[n]; ok {
+			return fmt.Errorf("metric %s of config %s is already served by config %s", n, config, other)
+		}
+	}
+	if err := e.Registry.Register(c.Descs()); err != nil {
+		return fmt.Errorf("metrics of config %s: %w", config, err)
+	}
+	for _, n := range names {
+		e.claims[n] = config
+	}
+	return nil
 }
 
 // load runs one config: parse, compile against the object's maps, load and
-// attach, register. It fills st's programs and alternatives as far as it
-// gets, and sets st.Up on success.
-func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env, opts Options) error {
+// attach, bind a collector. It fills st's programs and alternatives as far
+// as it gets, and returns the object, the collector and the names of the
+// metric families it serves.
+func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loader.Object, *collector.Config, []string, error) {
+	opts := e.opts
+	if err := testDelay(src.Name); err != nil {
+		return nil, nil, nil, err
+	}
 	cfg, data, err := read(src)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	lopts := loader.Options{BTFPath: opts.BTFPath, DisableAttach: opts.DisableAttach}
 	for _, o := range opts.AttachTo[src.Name] {
 		if err := cfg.OverrideAttachTo(o); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	}
 	if err := loader.CheckRequires(cfg, lopts); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	for _, k := range cfg.Ignored() {
 		e.log.Warn("config key ignored", "config", cfg.Name, "file", cfg.File, "key", k)
 	}
 	spec, err := loader.ParseObject(cfg.Object, data)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	plan, err := collector.Compile(cfg, spec, env)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	obj, err := loader.Load(spec, cfg, lopts)
 	if obj != nil {
@@ -151,23 +299,21 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env, opts 
 		st.Alternatives = alternativeStates(obj.Alternatives)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", cfg.Object, err)
+		// Load left nothing loaded: obj only reports the programs.
+		return nil, nil, nil, fmt.Errorf("%s: %w", cfg.Object, err)
 	}
 	c, err := collector.New(plan, obj.Collection, opts.CacheSize)
-	if err == nil {
-		err = e.Registry.Register(c)
-	}
 	if err != nil {
-		obj.Close()
-		for i := range st.Programs {
-			st.Programs[i].Attached = false
-		}
-		return err
+		return obj, nil, nil, err
 	}
-	e.objects = append(e.objects, obj)
-	st.Up = true
-	st.Collector = c
-	return nil
+	var names []string
+	for _, m := range plan.Metrics {
+		names = append(names, m.Name)
+		if m.Histogram {
+			names = append(names, m.Name+"_bucket", m.Name+"_sum", m.Name+"_count")
+		}
+	}
+	return obj, c, names, nil
 }
 
 // read returns the parsed config and the object bytes of a source.
@@ -194,18 +340,22 @@ func read(src Source) (*config.Config, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	obj, err := os.ReadFile(cfg.Object)
+	obj, err := bounded.ReadFile(cfg.Object, "BPF object", bounded.MaxObject)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return cfg, nil, fmt.Errorf("%s: BPF object %s not found", cfg.File, filepath.Clean(cfg.Object))
 		}
-		return cfg, nil, fmt.Errorf("%s: read BPF object: %w", cfg.File, err)
+		return cfg, nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	return cfg, obj, nil
 }
 
-// Close detaches and unloads every program and map.
+// Close detaches and unloads every program and map loaded so far; a load
+// still running closes its own when it ends.
 func (e *Exporter) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
 	for _, o := range e.objects {
 		o.Close()
 	}

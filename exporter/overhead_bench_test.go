@@ -14,6 +14,7 @@ package exporter_test
 // statistics (run_time_ns / run_cnt).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -78,6 +79,8 @@ func BenchmarkGetpidOverhead(b *testing.B) {
 	})
 	e := exporter.New(exporter.Options{Sources: []exporter.Source{{Name: "syscalls"}}, CacheSize: 1 << 20, Logger: quietLogger()})
 	defer e.Close()
+	e.Start(context.Background())
+	<-e.Loaded()
 	if f := e.Failed(); len(f) > 0 {
 		b.Fatalf("syscalls program did not load: %s", f[0].Reason)
 	}
@@ -149,6 +152,8 @@ func BenchmarkProgramOverhead(b *testing.B) {
 	}
 	e := exporter.New(exporter.Options{Sources: sources, CacheSize: 1 << 20, Logger: quietLogger()})
 	defer e.Close()
+	e.Start(context.Background())
+	<-e.Loaded()
 
 	var progs []*progStats
 	var down []collector.State

@@ -8,21 +8,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/cilium/ebpf"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
-	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"golang.org/x/sys/unix"
 
@@ -48,12 +47,16 @@ func run() int {
 		configNames = app.Flag("config.names", "Comma-separated user programs to load from --config.dir.").String()
 		strict      = app.Flag("config.strict", "Exit at start if any config fails to load or attach.").Bool()
 		check       = app.Flag("config.check", "Load and attach every config, print a report, and exit (non-zero if any failed).").Bool()
+		loadTimeout = app.Flag("config.load-timeout", "Time each config may take to load and attach; one still loading then is marked down.").Default(exporter.DefaultLoadTimeout.String()).Duration()
 		btfPath     = app.Flag("btf.path", "External vmlinux BTF file for kernels without /sys/kernel/btf/vmlinux.").String()
 		attachTo    = app.Flag("attach.to", "Kernel function for a config's attach_to programs: <config>=<function> or <config>.<program>=<function> (repeatable), e.g. funclatency=vfs_read.").Strings()
 		disable     = app.Flag("attach.disable", "Comma-separated attach kinds to treat as unsupported, so alternatives fall through: "+strings.Join(loader.AttachKinds, ", ")+".").String()
 		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric (only keys present in the map at the last scrape are kept); also bounds each decoder cache, up to 100000 entries.").Default("1048576").Int()
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).Int()
+		maxConns    = app.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit.").Default(strconv.Itoa(web.DefaultMaxConnections)).Int()
+		noExpMetric = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").Bool()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
 		capsKeep    = app.Flag("capabilities.keep", "Capabilities to keep once every program is attached, besides CAP_BPF (which reading maps needs on kernels before 6.5): comma-separated names (cap_syslog, CAP_SYS_ADMIN, perfmon), \"none\", or \"all\" to drop nothing. Every other capability is dropped from all sets and no_new_privs is set.").Default("none").String()
 		webFlags    = kingpinflag.AddFlags(app, DefaultAddress)
@@ -91,6 +94,10 @@ func run() int {
 		log.Error("bad flags", "err", fmt.Errorf("--capabilities.keep: %w", err))
 		return 2
 	}
+	if *loadTimeout <= 0 {
+		log.Error("bad flags", "err", fmt.Sprintf("--config.load-timeout %v: must be positive", *loadTimeout))
+		return 2
+	}
 	if *bpfStats {
 		closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 		if err != nil {
@@ -100,56 +107,86 @@ func run() int {
 		}
 	}
 
-	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, Logger: log})
+	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, Logger: log})
 	defer exp.Close()
-	failed := exp.Failed()
+
+	// The first SIGINT or SIGTERM stops start-up or serving; a second one
+	// exits at once.
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		sig := <-sigc
+		log.Info("shutting down: detaching programs", "signal", sig.String())
+		stop()
+		sig = <-sigc
+		log.Warn("second signal: exiting at once", "signal", sig.String())
+		os.Exit(1)
+	}()
 
 	if *check {
-		return report(exp)
-	}
-	if !keepAllCaps {
-		loader.DropAfterAttach(capsToKeep, log)
-	}
-	if *strict && len(failed) > 0 {
-		log.Error("config failed and --config.strict is set", "config", failed[0].Name, "reason", failed[0].Reason)
-		return 1
-	}
-
-	exp.Registry.MustRegister(versioncollector.NewCollector("kernel_exporter"))
-	mux := http.NewServeMux()
-	mux.Handle(*metricsPath, promhttp.HandlerFor(exp.Registry, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(log.Handler(), slog.LevelError),
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: 64,
-		Registry:            exp.Registry,
-	}))
-	if *metricsPath != "/" {
-		mux.Handle("/", web.Landing(exp.Status, *metricsPath, version.Version))
-	}
-	if *enablePprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	srv := &http.Server{Handler: mux}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- toolkit.ListenAndServe(srv, webFlags, log) }()
-	select {
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("serve", "err", err)
+		exp.Start(ctx)
+		<-exp.Loaded()
+		if ctx.Err() != nil {
 			return 1
 		}
-	case <-ctx.Done():
-		log.Info("shutting down: detaching programs")
-		_ = srv.Shutdown(context.Background())
+		return report(exp)
 	}
-	return 0
+
+	if !*noExpMetric {
+		exp.Registry.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	}
+	exp.Registry.MustRegister(versioncollector.NewCollector("kernel_exporter"))
+	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{
+		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns,
+		EnablePprof: *enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
+	})
+	if err != nil {
+		log.Error("bad flags", "err", err)
+		return 2
+	}
+	// The port opens before any config loads, so that one slow config
+	// never keeps /metrics down for the others.
+	if err := srv.Listen(); err != nil {
+		log.Error("listen", "err", err)
+		return 1
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve() }()
+	exp.Start(ctx)
+
+	loaded := exp.Loaded()
+	for {
+		select {
+		case err := <-errc:
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("serve", "err", err)
+				return 1
+			}
+			return 0
+		case <-ctx.Done():
+			srv.Shutdown()
+			return 0
+		case <-loaded:
+			loaded = nil
+			if ctx.Err() != nil {
+				continue
+			}
+			// Every config has finished loading (or timed out): nothing
+			// attaches after this point, and the decoders have read what
+			// needs privileges (kallsyms), so the capabilities that
+			// loading needed can go.
+			if !keepAllCaps {
+				loader.DropAfterAttach(capsToKeep, log)
+			}
+			if failed := exp.Failed(); *strict && len(failed) > 0 {
+				log.Error("config failed and --config.strict is set", "config", failed[0].Name, "reason", failed[0].Reason)
+				srv.Shutdown()
+				return 1
+			}
+		}
+	}
 }
 
 // sources turns the flags into the list of configs to start.

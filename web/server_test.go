@@ -1,0 +1,175 @@
+package web
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	toolkit "github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/kernel-exporter/kernel_exporter/collector"
+)
+
+func opts(path string) Options {
+	return Options{MetricsPath: path, MaxRequests: DefaultMaxRequests, MaxConnections: DefaultMaxConnections}
+}
+
+// TestHardening04TelemetryPath checks that a telemetry path the mux cannot
+// take (no leading /, "/", a pattern with a method or wildcard) is refused
+// with an error naming the flag and value, not a panic.
+func TestHardening04TelemetryPath(t *testing.T) {
+	for _, p := range []string{"metrics", "", "/", "GET /metrics", "/m/{x}", "/a//b", "/a/../b", "/m etrics"} {
+		srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, opts(p))
+		if err == nil {
+			t.Errorf("path %q accepted (server %v)", p, srv != nil)
+			continue
+		}
+		if want := `--web.telemetry-path "` + p + `"`; !strings.Contains(err.Error(), want) {
+			t.Errorf("path %q: error %q does not name %s", p, err, want)
+		}
+	}
+	o := opts("/debug/pprof/metrics")
+	o.EnablePprof = true
+	if _, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o); err == nil {
+		t.Errorf("a path under /debug/pprof/ accepted with pprof on")
+	}
+	for _, p := range []string{"/metrics", "/metrics/", "/a/b-c_d.e~f"} {
+		if _, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, opts(p)); err != nil {
+			t.Errorf("path %q refused: %v", p, err)
+		}
+	}
+}
+
+// TestHardening08Timeouts checks the server's timeouts are all set.
+func TestHardening08Timeouts(t *testing.T) {
+	srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, opts("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.HTTP
+	if h.ReadHeaderTimeout != 10*time.Second || h.ReadTimeout != 30*time.Second || h.WriteTimeout != 2*time.Minute || h.IdleTimeout != 2*time.Minute {
+		t.Errorf("timeouts: read header %v, read %v, write %v, idle %v; want 10s, 30s, 2m, 2m", h.ReadHeaderTimeout, h.ReadTimeout, h.WriteTimeout, h.IdleTimeout)
+	}
+	for _, o := range []Options{{MetricsPath: "/metrics", MaxRequests: -1, MaxConnections: 1}, {MetricsPath: "/metrics", MaxConnections: 0}} {
+		if _, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o); err == nil {
+			t.Errorf("options %+v accepted", o)
+		}
+	}
+}
+
+// blockingGatherer holds every Gather until release is closed.
+type blockingGatherer struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *blockingGatherer) Gather() ([]*dto.MetricFamily, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return nil, nil
+}
+
+// TestHardening08MaxRequests checks that --web.max-requests is honoured:
+// with n scrapes in flight, the next one gets 503 at once (promhttp's
+// in-flight limit), and scrapes succeed again once those end.
+func TestHardening08MaxRequests(t *testing.T) {
+	const n = 3
+	g := &blockingGatherer{entered: make(chan struct{}, n), release: make(chan struct{})}
+	o := opts("/metrics")
+	o.MaxRequests = n
+	srv, err := NewServer(g, nil, &collector.Status{}, &toolkit.FlagConfig{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.HTTP.Handler)
+	defer ts.Close()
+	var wg sync.WaitGroup
+	codes := make(chan int, n)
+	for range n {
+		wg.Go(func() {
+			resp, err := http.Get(ts.URL + "/metrics")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	for range n {
+		<-g.entered
+	}
+	start := time.Now()
+	resp, err := http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("scrape %d with %d in flight: %s, want 503", n+1, n, resp.Status)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the refused scrape took %v, want an answer at once", d)
+	}
+	t.Logf("scrape beyond --web.max-requests=%d: %s %q", n, resp.Status, strings.TrimSpace(string(body)))
+	close(g.release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Errorf("scrape in flight ended with %d, want 200", c)
+		}
+	}
+	g.entered = make(chan struct{}, 1)
+	resp, err = http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("scrape after the others ended: %s, want 200", resp.Status)
+	}
+}
+
+// TestStartupWait checks that a scrape during start-up waits for the loads
+// (and no longer than that), and that the landing page shows loading.
+func TestStartupWait(t *testing.T) {
+	st := &collector.Status{}
+	st.Add(&collector.State{Name: "slow", Source: "bundled", Loading: true})
+	loaded := make(chan struct{})
+	o := opts("/metrics")
+	o.Loaded = loaded
+	srv, err := NewServer(prometheus.NewRegistry(), nil, st, &toolkit.FlagConfig{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.HTTP.Handler)
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `<td>slow</td><td>bundled</td>
+<td><span class="loading">loading</span></td>`) {
+		t.Errorf("landing page does not show slow loading:\n%s", page)
+	}
+	time.AfterFunc(300*time.Millisecond, func() { close(loaded) })
+	start := time.Now()
+	resp, err = http.Get(ts.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
+		t.Errorf("scrape during start-up answered after %v, want when the loads end (300ms)", d)
+	}
+}
