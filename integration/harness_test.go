@@ -141,8 +141,11 @@ func startWrapped(t *testing.T, wrapper []string, args ...string) *Exporter {
 	for {
 		resp, err := http.Get(e.URL + "/metrics")
 		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			// The port opens before configs load: serving means every
+			// load has ended too.
+			if rerr == nil && resp.StatusCode == 200 && !stillLoading(string(body)) {
 				return e
 			}
 		}
@@ -157,6 +160,17 @@ func startWrapped(t *testing.T, wrapper []string, args ...string) *Exporter {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// stillLoading reports whether a /metrics body shows a config whose load
+// has not ended (kernel_exporter_config_loading{...} 1).
+func stillLoading(body string) bool {
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "kernel_exporter_config_loading{") && strings.HasSuffix(line, "} 1") {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop sends SIGTERM and waits for the process to exit (killing it after
