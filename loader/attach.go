@@ -99,22 +99,28 @@ func attachUprobe(k, target string, prog *ebpf.Program) (link.Link, error) {
 		return nil, fmt.Errorf("section %s/%s: want %s/<path>:<symbol>[+<offset>]", k, target, k)
 	}
 	path, sym := target[:i], target[i+1:]
-	var opts link.UprobeOptions
+	var offset uint64
 	if s, off, ok := strings.Cut(sym, "+"); ok {
 		v, err := strconv.ParseUint(off, 0, 64)
 		if err != nil {
 			return nil, fmt.Errorf("section %s/%s: bad offset %q", k, target, off)
 		}
-		sym, opts.Offset = s, v
+		sym, offset = s, v
 	}
-	ex, err := link.OpenExecutable(path)
+	tgt, err := openUprobeTarget(path, "uprobe target")
 	if err != nil {
 		return nil, err
 	}
-	if k == "uprobe" {
-		return ex.Uprobe(sym, prog, &opts)
+	addr, err := tgt.address(sym, offset)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", k, path, err)
 	}
-	return ex.Uretprobe(sym, prog, &opts)
+	// Address bypasses cilium/ebpf's own open of the file (see uprobeTarget).
+	opts := link.UprobeOptions{Address: addr}
+	if k == "uprobe" {
+		return tgt.ex.Uprobe(sym, prog, &opts)
+	}
+	return tgt.ex.Uretprobe(sym, prog, &opts)
 }
 
 func isPermission(err error) bool {
