@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,6 +106,100 @@ func TestHardening05TargetFIFO(t *testing.T) {
 					t.Errorf("error %q: want the path %s, %q and %q", msg, target.path, "not a regular file", target.kind)
 				}
 			})
+		}
+	}
+}
+
+// tracefsChildEnv makes the test binary run as the child of
+// TestHardening15TracefsPermission: it loads and attaches a tracepoint
+// program and prints the error after tracefsChildMark.
+const tracefsChildEnv = "KE_TEST_TRACEFS_CHILD"
+const tracefsChildMark = "TRACEFS-CHILD-ERROR: "
+
+// TestHardening15TracefsPermission: without CAP_DAC_READ_SEARCH (a non-root
+// user with CAP_BPF and CAP_PERFMON), tracefs (mode 0700 root) cannot be
+// searched. The error used to say that tracefs is not mounted and mounting
+// it failed; it must name the path, permission and the capability.
+func TestHardening15TracefsPermission(t *testing.T) {
+	if os.Getenv(tracefsChildEnv) == "1" {
+		obj, err := Load(probeSpec("tracepoint/sched/sched_switch", ebpf.TracePoint), &config.Config{File: "t.yaml"}, Options{})
+		if obj != nil {
+			obj.Close()
+		}
+		msg := "<nil>"
+		if err != nil {
+			msg = strings.ReplaceAll(err.Error(), "\n", " ")
+		}
+		os.Stdout.WriteString(tracefsChildMark + msg + "\n")
+		ferr := HaveFeature("tracepoints", Options{})
+		msg = "<nil>"
+		if ferr != nil {
+			msg = strings.ReplaceAll(ferr.Error(), "\n", " ")
+		}
+		os.Stdout.WriteString(tracefsChildMark + msg + "\n")
+		return
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) not found: make test-deps installs it")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start a child with other credentials")
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/sys/kernel/tracing", &st); err != nil || st.Mode&0o001 != 0 {
+		t.Skipf("/sys/kernel/tracing is searchable by others (mode %#o) on this machine: nothing to deny", st.Mode&0o7777)
+	}
+	// The child runs as nobody: it needs a copy of the test binary it can
+	// execute.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "ke-tracefs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "loader.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=-all,+bpf,+perfmon", "--ambient-caps=-all,+bpf,+perfmon", "--bounding-set=-all,+bpf,+perfmon",
+		"--", bin, "-test.run=^TestHardening15TracefsPermission$", "-test.count=1")
+	cmd.Env = append(os.Environ(), tracefsChildEnv+"=1")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var msgs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if m, ok := strings.CutPrefix(line, tracefsChildMark); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) != 2 {
+		t.Fatalf("child printed %d results, want 2:\n%s", len(msgs), out)
+	}
+	for i, what := range []string{"Load of a tracepoint program", "HaveFeature(tracepoints)"} {
+		msg := msgs[i]
+		t.Logf("%s as uid 65534 with CAP_BPF, CAP_PERFMON: %s", what, msg)
+		for _, want := range []string{"/sys/kernel/tracing", "permission denied", "CAP_DAC_READ_SEARCH"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: error %q does not say %q", what, msg, want)
+			}
+		}
+		if strings.Contains(msg, "not mounted") || strings.Contains(msg, "not supported") {
+			t.Errorf("%s: error %q blames a missing tracefs or kernel support", what, msg)
 		}
 	}
 }
