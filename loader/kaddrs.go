@@ -36,8 +36,14 @@ func setKaddrs(spec *ebpf.CollectionSpec, syms []string) error {
 	if err := scanKallsyms(f, want); err != nil {
 		return fmt.Errorf("kaddrs: kallsyms %s: %w", kallsymsPath, err)
 	}
+	return setKaddrsFrom(spec, syms, want)
+}
+
+// setKaddrsFrom writes addrs[sym] into kaddr_<sym> for each of syms; a
+// zero or missing address is an error (the symbol is not in kallsyms).
+func setKaddrsFrom(spec *ebpf.CollectionSpec, syms []string, addrs map[string]uint64) error {
 	for _, s := range syms {
-		addr := want[s]
+		addr := addrs[s]
 		if addr == 0 {
 			return fmt.Errorf("kaddrs: symbol %q not found in %s (or addresses hidden: run as root)", s, kallsymsPath)
 		}
