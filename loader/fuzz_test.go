@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
 )
@@ -202,4 +201,3 @@ func TestParseObjectLimits(t *testing.T) {
 		}
 	}
 }
-
