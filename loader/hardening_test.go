@@ -203,3 +203,39 @@ func TestHardening15TracefsPermission(t *testing.T) {
 		}
 	}
 }
+
+// TestKallsymsBounded: kaddrs reads kallsyms through bounded (a FIFO is
+// refused at once) and refuses over-long lines; addresses are found.
+func TestKallsymsBounded(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "kallsyms")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unblockFIFO(fifo) })
+	old := kallsymsPath
+	kallsymsPath = fifo
+	t.Cleanup(func() { kallsymsPath = old })
+	done := make(chan error, 1)
+	go func() { done <- setKaddrs(&ebpf.CollectionSpec{}, []string{"jiffies"}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, bounded.ErrNotRegular) || !strings.Contains(err.Error(), fifo) {
+			t.Errorf("FIFO kallsyms: %v, want ErrNotRegular naming the path", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("setKaddrs blocked on a FIFO")
+	}
+
+	want := map[string]uint64{"a": 0, "b": 0, "c": 0}
+	in := "ffffffff81000000 T a\nnot a line\nzzzz T c\n0000000000000010 t b\t[mod]\nffffffff81000020 T a\n"
+	if err := scanKallsyms(strings.NewReader(in), want); err != nil {
+		t.Fatal(err)
+	}
+	if want["a"] != 0xffffffff81000000 || want["b"] != 0x10 || want["c"] != 0 {
+		t.Errorf("addresses %#v", want)
+	}
+	long := "ffffffff81000000 T " + strings.Repeat("x", maxKallsymsLine) + "\n"
+	if err := scanKallsyms(strings.NewReader(long), map[string]uint64{"a": 0}); err == nil || strings.Contains(err.Error(), "xxxx") {
+		t.Errorf("over-long line: %v", err)
+	}
+}

@@ -70,7 +70,7 @@ const maxKallsymsLine = 4096
 func scanKallsyms(r io.Reader, want map[string]uint64) error {
 	lr := &io.LimitedReader{R: r, N: bounded.MaxKallsyms + 1}
 	sc := bufio.NewScanner(lr)
-	sc.Buffer(make([]byte, 0, 64<<10), maxKallsymsLine)
+	sc.Buffer(make([]byte, 0, maxKallsymsLine), maxKallsymsLine)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 3 {
