@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -47,7 +48,11 @@ func attach(ps *ebpf.ProgramSpec, prog *ebpf.Program, env *attachEnv) (link.Link
 		if err := ensureTracefs(); err != nil {
 			return nil, err
 		}
-		return link.Tracepoint(group, name, prog, nil)
+		l, err := link.Tracepoint(group, name, prog, nil)
+		if err != nil {
+			return nil, tracepointError(err)
+		}
+		return l, nil
 	case "raw_tp", "raw_tracepoint":
 		if target == "" {
 			return nil, fmt.Errorf("section %q: want %s/<event>", sec, k)
@@ -99,22 +104,28 @@ func attachUprobe(k, target string, prog *ebpf.Program) (link.Link, error) {
 		return nil, fmt.Errorf("section %s/%s: want %s/<path>:<symbol>[+<offset>]", k, target, k)
 	}
 	path, sym := target[:i], target[i+1:]
-	var opts link.UprobeOptions
+	var offset uint64
 	if s, off, ok := strings.Cut(sym, "+"); ok {
 		v, err := strconv.ParseUint(off, 0, 64)
 		if err != nil {
 			return nil, fmt.Errorf("section %s/%s: bad offset %q", k, target, off)
 		}
-		sym, opts.Offset = s, v
+		sym, offset = s, v
 	}
-	ex, err := link.OpenExecutable(path)
+	tgt, err := openUprobeTarget(path, "uprobe target")
 	if err != nil {
 		return nil, err
 	}
-	if k == "uprobe" {
-		return ex.Uprobe(sym, prog, &opts)
+	addr, err := tgt.address(sym, offset)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", k, path, err)
 	}
-	return ex.Uretprobe(sym, prog, &opts)
+	// Address bypasses cilium/ebpf's own open of the file (see uprobeTarget).
+	opts := link.UprobeOptions{Address: addr}
+	if k == "uprobe" {
+		return tgt.ex.Uprobe(sym, prog, &opts)
+	}
+	return tgt.ex.Uretprobe(sym, prog, &opts)
 }
 
 func isPermission(err error) bool {
@@ -124,18 +135,100 @@ func isPermission(err error) bool {
 var tracefsOnce sync.Once
 var tracefsErr error
 
+// tracefsDirs are where tracefs is found: its own mount point (4.1+) and
+// under debugfs.
+var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+
 // ensureTracefs mounts tracefs at /sys/kernel/tracing when neither it nor
 // debugfs tracing is mounted: tracepoint links need the event ids it lists.
+// When tracefs is there but not readable (mode 0700 root, and the process
+// is not root or lacks CAP_DAC_READ_SEARCH), the error says so and names
+// the capability: a *TracefsPermissionError.
 func ensureTracefs() error {
-	tracefsOnce.Do(func() {
-		for _, p := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
-			if _, err := os.Stat(p); err == nil {
-				return
+	tracefsOnce.Do(func() { tracefsErr = findTracefs(tracefsDirs) })
+	return tracefsErr
+}
+
+func findTracefs(dirs []string) error {
+	var denied error
+	for _, d := range dirs {
+		_, err := os.Stat(d + "/events")
+		if err == nil {
+			return nil
+		}
+		if isPermission(err) && denied == nil {
+			denied = tracefsPermissionError(d, err)
+		}
+	}
+	if denied != nil {
+		return denied
+	}
+	if err := unix.Mount("tracefs", dirs[0], "tracefs", 0, ""); err != nil {
+		hint := ""
+		if isPermission(err) {
+			hint = " (mounting needs CAP_SYS_ADMIN; or mount tracefs before starting the exporter)"
+		}
+		return fmt.Errorf("tracefs is not mounted and mounting it at %s failed: %w%s", dirs[0], err, hint)
+	}
+	return nil
+}
+
+// TracefsPermissionError is tracefs found but not readable by the process:
+// tracepoint ids cannot be read.
+type TracefsPermissionError struct {
+	// Path is the tracefs file or directory that was denied.
+	Path string
+	// Mode describes the permissions of the tracefs mount point, e.g.
+	// "mode 0700, owner uid 0" ("" when unknown).
+	Mode string
+	Err  error
+}
+
+func (e *TracefsPermissionError) Error() string {
+	mode := ""
+	if e.Mode != "" {
+		mode = " (" + e.Mode + ")"
+	}
+	denied := "permission denied"
+	if e.Err != nil && e.Err.Error() != denied {
+		denied += " (" + e.Err.Error() + ")"
+	}
+	return fmt.Sprintf("tracefs %s: %s%s: reading tracepoint ids needs CAP_DAC_READ_SEARCH (or CAP_DAC_OVERRIDE, or running as root); grant it, e.g. AmbientCapabilities=CAP_DAC_READ_SEARCH in the systemd unit, or keep it with --capabilities.keep",
+		e.Path, denied, mode)
+}
+
+func (e *TracefsPermissionError) Unwrap() error { return e.Err }
+
+// tracefsPermissionError describes a permission error on path under the
+// tracefs mount point dir.
+func tracefsPermissionError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	e := &TracefsPermissionError{Path: path, Err: err}
+	for _, d := range tracefsDirs {
+		if path == d || strings.HasPrefix(path, d+"/") {
+			var st unix.Stat_t
+			if unix.Stat(d, &st) == nil {
+				e.Mode = fmt.Sprintf("%s is mode %#o, owner uid %d; this process runs as uid %d", d, st.Mode&0o7777, st.Uid, os.Geteuid())
+			}
+			break
+		}
+	}
+	return e
+}
+
+// tracepointError explains a failed tracepoint attach: a permission error
+// on a tracefs file (the event id) names the capability that fixes it.
+func tracepointError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && isPermission(err) {
+		for _, d := range tracefsDirs {
+			if strings.HasPrefix(pe.Path, d+"/") {
+				return fmt.Errorf("%w (%v)", tracefsPermissionError(pe.Path, pe), err)
 			}
 		}
-		if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
-			tracefsErr = fmt.Errorf("tracefs is not mounted and mounting it at /sys/kernel/tracing failed: %w", err)
-		}
-	})
-	return tracefsErr
+	}
+	return err
 }

@@ -2,18 +2,24 @@ package loader
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
-	"os"
+	"io"
 	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
+
+// kallsymsPath is read by setKaddrs (a variable for tests).
+var kallsymsPath = "/proc/kallsyms"
 
 // setKaddrs writes the address of each kernel symbol into the object's
 // global variable kaddr_<symbol> (a u64 in .rodata or .data), resolved from
-// /proc/kallsyms.
+// /proc/kallsyms (read through bounded: at most bounded.MaxKallsyms bytes).
 func setKaddrs(spec *ebpf.CollectionSpec, syms []string) error {
 	if len(syms) == 0 {
 		return nil
@@ -22,12 +28,49 @@ func setKaddrs(spec *ebpf.CollectionSpec, syms []string) error {
 	for _, s := range syms {
 		want[s] = 0
 	}
-	f, err := os.Open("/proc/kallsyms")
+	f, err := bounded.Open(kallsymsPath, "kallsyms")
 	if err != nil {
 		return fmt.Errorf("kaddrs: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	if err := scanKallsyms(f, want); err != nil {
+		return fmt.Errorf("kaddrs: kallsyms %s: %w", kallsymsPath, err)
+	}
+	return setKaddrsFrom(spec, syms, want)
+}
+
+// setKaddrsFrom writes addrs[sym] into kaddr_<sym> for each of syms; a
+// zero or missing address is an error (the symbol is not in kallsyms).
+func setKaddrsFrom(spec *ebpf.CollectionSpec, syms []string, addrs map[string]uint64) error {
+	for _, s := range syms {
+		addr := addrs[s]
+		if addr == 0 {
+			return fmt.Errorf("kaddrs: symbol %q not found in %s (or addresses hidden: run as root)", s, kallsymsPath)
+		}
+		v, ok := spec.Variables["kaddr_"+s]
+		if !ok || v == nil {
+			return fmt.Errorf("kaddrs: object has no global variable kaddr_%s", s)
+		}
+		if err := v.Set(addr); err != nil {
+			return fmt.Errorf("kaddrs: set kaddr_%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// maxKallsymsLine bounds one line of /proc/kallsyms (an address, a type, a
+// symbol of at most KSYM_NAME_LEN 512 bytes and a module name).
+const maxKallsymsLine = 4096
+
+// scanKallsyms fills want (symbol -> 0) with the first non-zero address of
+// each symbol in r, in the format of /proc/kallsyms ("<hex address> <type>
+// <symbol> [<module>]"). It reads at most bounded.MaxKallsyms bytes and
+// refuses longer input, and lines longer than 4096 bytes; other malformed
+// lines are skipped. Errors never quote the input.
+func scanKallsyms(r io.Reader, want map[string]uint64) error {
+	lr := &io.LimitedReader{R: r, N: bounded.MaxKallsyms + 1}
+	sc := bufio.NewScanner(lr)
+	sc.Buffer(make([]byte, 0, maxKallsymsLine), maxKallsymsLine)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 3 {
@@ -40,26 +83,33 @@ func setKaddrs(spec *ebpf.CollectionSpec, syms []string) error {
 			}
 		}
 	}
-	for _, s := range syms {
-		addr := want[s]
-		if addr == 0 {
-			return fmt.Errorf("kaddrs: symbol %q not found in /proc/kallsyms (or addresses hidden: run as root)", s)
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("a line is longer than %d bytes", maxKallsymsLine)
 		}
-		v, ok := spec.Variables["kaddr_"+s]
-		if !ok {
-			return fmt.Errorf("kaddrs: object has no global variable kaddr_%s", s)
-		}
-		if err := v.Set(addr); err != nil {
-			return fmt.Errorf("kaddrs: set kaddr_%s: %w", s, err)
-		}
+		return err
+	}
+	if lr.N <= 0 {
+		return fmt.Errorf("larger than the %s limit", bounded.Size(bounded.MaxKallsyms))
 	}
 	return nil
 }
 
 // loadKernelBTF reads an external vmlinux BTF file (for kernels without
 // /sys/kernel/btf/vmlinux).
+// The file is opened through bounded (a regular file, never blocking on a
+// FIFO) and may be a raw BTF blob or an ELF vmlinux of at most
+// bounded.MaxTarget bytes.
 func loadKernelBTF(path string) (*btf.Spec, error) {
-	s, err := btf.LoadSpec(path)
+	f, err := bounded.Open(path, "BTF file")
+	if err != nil {
+		return nil, fmt.Errorf("load BTF: %w", err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > bounded.MaxTarget {
+		return nil, fmt.Errorf("load BTF: %w", &bounded.Error{Path: path, What: "BTF file", Limit: bounded.MaxTarget, Err: bounded.ErrTooLarge})
+	}
+	s, err := btf.LoadSpecFromReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("load BTF %s: %w", path, err)
 	}

@@ -23,6 +23,7 @@ package loader
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,6 +34,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
@@ -63,13 +65,106 @@ type Object struct {
 	Alternatives []Alternative
 }
 
-// ParseObject reads a BPF ELF object. name is used in errors only.
-func ParseObject(name string, data []byte) (*ebpf.CollectionSpec, error) {
-	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(data))
+// ParseObject parses a BPF ELF object (the bytes of a <name>.bpf.o) into a
+// CollectionSpec. name is used in errors only. It is safe on arbitrary
+// bytes: more than bounded.MaxObject bytes are refused, a file that is not
+// ELF is refused before any parsing, and a panic of the ELF/BTF parser
+// becomes an error. Errors name the object and never quote its bytes
+// beyond a short sanitized excerpt of the parser's message (at most
+// maxParseError bytes, printable ASCII only).
+func ParseObject(name string, data []byte) (spec *ebpf.CollectionSpec, err error) {
+	if len(data) > bounded.MaxObject {
+		return nil, fmt.Errorf("parse BPF object %s: %d bytes, larger than the %s limit: %w", name, len(data), bounded.Size(bounded.MaxObject), bounded.ErrTooLarge)
+	}
+	if !bytes.HasPrefix(data, []byte(elf.ELFMAG)) {
+		return nil, fmt.Errorf("parse BPF object %s: not an ELF file (no ELF magic number)", name)
+	}
+	// Guard around a third-party parser: cilium/ebpf (and debug/elf under
+	// it) may panic on malformed ELF, BTF or relocations. The panic value
+	// may hold parts of the input, so it is not printed.
+	defer func() {
+		if p := recover(); p != nil {
+			spec, err = nil, fmt.Errorf("parse BPF object %s: malformed object (the ELF/BTF parser panicked)", name)
+		}
+	}()
+	spec, err = ebpf.LoadCollectionSpecFromReader(bytes.NewReader(data))
 	if err != nil {
+		return nil, fmt.Errorf("parse BPF object %s: %w", name, sanitizeParseError(err))
+	}
+	if err := checkSpec(spec); err != nil {
 		return nil, fmt.Errorf("parse BPF object %s: %w", name, err)
 	}
 	return spec, nil
+}
+
+// checkSpec checks what the loader's code relies on in a parsed spec: no
+// nil programs, maps or variables.
+func checkSpec(spec *ebpf.CollectionSpec) error {
+	if spec == nil {
+		return errors.New("parser returned no collection")
+	}
+	for n, p := range spec.Programs {
+		if p == nil {
+			return fmt.Errorf("program %s: no program", sanitize(n))
+		}
+	}
+	for n, m := range spec.Maps {
+		if m == nil {
+			return fmt.Errorf("map %s: no map", sanitize(n))
+		}
+	}
+	for n, v := range spec.Variables {
+		if v == nil {
+			return fmt.Errorf("variable %s: no variable", sanitize(n))
+		}
+	}
+	return nil
+}
+
+// maxParseError bounds the parser's message that ParseObject passes on.
+const maxParseError = 200
+
+// parseError is a parser error with a sanitized text; errors.Is and As
+// still see the original.
+type parseError struct {
+	msg string
+	err error
+}
+
+func (e *parseError) Error() string { return e.msg }
+func (e *parseError) Unwrap() error { return e.err }
+
+// sanitizeParseError keeps the parser's message, but without debug/elf's
+// quoted values, cut to maxParseError bytes of printable ASCII.
+func sanitizeParseError(err error) error {
+	msg := err.Error()
+	var fe *elf.FormatError
+	if errors.As(err, &fe) {
+		// debug/elf quotes a value read from the file: keep its message.
+		m, _, _ := strings.Cut(fe.Error(), " '")
+		m, _, _ = strings.Cut(m, " in record at byte")
+		msg = "malformed ELF: " + m
+	}
+	return &parseError{msg: sanitize(msg), err: err}
+}
+
+// sanitize returns s cut to maxParseError bytes, with bytes outside
+// printable ASCII written as \xNN.
+func sanitize(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if b.Len() >= maxParseError {
+			b.WriteString("...")
+			break
+		}
+		c := s[i]
+		if c >= 0x20 && c < 0x7f {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "\\x%02x", c)
+		}
+	}
+	return b.String()
 }
 
 var memlockOnce sync.Once

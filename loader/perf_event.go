@@ -3,7 +3,6 @@ package loader
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -12,6 +11,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
@@ -95,10 +95,10 @@ func perfOpenError(ev config.PerfEvent, cpu int, err error) error {
 		}
 		return fmt.Errorf("hardware perf events %w or machine (no PMU for this event): %s: %v", ErrUnsupported, what, err)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		paranoid, _ := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
+		paranoid, _ := bounded.ReadFile("/proc/sys/kernel/perf_event_paranoid", "sysctl", bounded.MaxSmall)
 		return fmt.Errorf("%s: %w (needs root or CAP_PERFMON; kernel.perf_event_paranoid=%s)", what, err, strings.TrimSpace(string(paranoid)))
 	case errors.Is(err, unix.EINVAL) && ev.Frequency != 0:
-		max, _ := os.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate")
+		max, _ := bounded.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate", "sysctl", bounded.MaxSmall)
 		return fmt.Errorf("%s: %w (frequency %d; kernel.perf_event_max_sample_rate=%s)", what, err, ev.Frequency, strings.TrimSpace(string(max)))
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -107,7 +107,7 @@ func perfOpenError(ev config.PerfEvent, cpu int, err error) error {
 // onlineCPUs lists the online CPUs from /sys/devices/system/cpu/online
 // (e.g. "0-3,5").
 func onlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	b, err := bounded.ReadFile("/sys/devices/system/cpu/online", "CPU list", bounded.MaxSmall)
 	if err != nil {
 		return nil, fmt.Errorf("online CPUs: %w", err)
 	}
@@ -118,7 +118,12 @@ func onlineCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// parseCPUList parses a kernel CPU list such as "0-3,5,7-8".
+// maxCPUs bounds the CPU numbers parseCPUList accepts (the kernel's
+// NR_CPUS is at most 8192).
+const maxCPUs = 1 << 16
+
+// parseCPUList parses a kernel CPU list such as "0-3,5,7-8". CPU numbers
+// must be below maxCPUs (65536).
 func parseCPUList(s string) ([]int, error) {
 	var cpus []int
 	for _, r := range strings.Split(s, ",") {
@@ -127,12 +132,12 @@ func parseCPUList(s string) ([]int, error) {
 		}
 		lo, hi, isRange := strings.Cut(r, "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil {
+		if err != nil || a < 0 || a >= maxCPUs {
 			return nil, fmt.Errorf("bad CPU list %q", s)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b >= maxCPUs {
 				return nil, fmt.Errorf("bad CPU list %q", s)
 			}
 		}

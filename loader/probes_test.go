@@ -23,7 +23,7 @@ func TestParseCPUList(t *testing.T) {
 			t.Errorf("%q: got %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "a", "3-1", "1-x"} {
+	for _, bad := range []string{"", "a", "3-1", "1-x", "0-2000000000", "65536", "-1"} {
 		if _, err := parseCPUList(bad); err == nil {
 			t.Errorf("%q: want an error", bad)
 		}

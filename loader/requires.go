@@ -103,6 +103,11 @@ func probeFeature(name string, opts Options) error {
 		return fmt.Errorf("uprobes %w (no uprobe PMU or uprobe_events)", ErrUnsupported)
 	case "tracepoints":
 		if err := ensureTracefs(); err != nil {
+			var pe *TracefsPermissionError
+			if errors.As(err, &pe) {
+				// Supported, but not readable by this process.
+				return err
+			}
 			return fmt.Errorf("tracepoints %w: %v", ErrUnsupported, err)
 		}
 		return nil

@@ -23,7 +23,7 @@ func attachUprobes(k, target string, ps *ebpf.ProgramSpec, prog *ebpf.Program, e
 		return nil, fmt.Errorf("program %s has no target: list it under uprobes in the config", ps.Name)
 	}
 	ml := &multiLink{}
-	exes := map[string]*link.Executable{}
+	exes := map[string]*uprobeTarget{}
 	for _, u := range targets {
 		l, err := attachUprobeTarget(k, u, prog, exes)
 		if err != nil {
@@ -36,7 +36,7 @@ func attachUprobes(k, target string, ps *ebpf.ProgramSpec, prog *ebpf.Program, e
 }
 
 // attachUprobeTarget attaches prog to one config target.
-func attachUprobeTarget(k string, u config.Uprobe, prog *ebpf.Program, exes map[string]*link.Executable) (link.Link, error) {
+func attachUprobeTarget(k string, u config.Uprobe, prog *ebpf.Program, exes map[string]*uprobeTarget) (link.Link, error) {
 	where := u.Binary + ":" + u.Symbol
 	switch {
 	case u.Symbol == "":
@@ -47,28 +47,34 @@ func attachUprobeTarget(k string, u config.Uprobe, prog *ebpf.Program, exes map[
 	if u.PID != 0 {
 		where = fmt.Sprintf("%s (pid %d)", where, u.PID)
 	}
-	ex, ok := exes[u.Binary]
+	tgt, ok := exes[u.Binary]
 	if !ok {
 		var err error
-		ex, err = link.OpenExecutable(u.Binary)
+		tgt, err = openUprobeTarget(u.Binary, "uprobe target")
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", k, where, err)
 		}
-		exes[u.Binary] = ex
+		exes[u.Binary] = tgt
 	}
-	opts := &link.UprobeOptions{PID: u.PID}
-	if u.Symbol == "" {
-		// Address is a file offset and bypasses symbol lookup.
-		opts.Address = u.Offset
-	} else {
-		opts.Offset = u.Offset
+	// Address is a file offset and bypasses cilium/ebpf's symbol lookup
+	// (see uprobeTarget): it is never 0.
+	opts := &link.UprobeOptions{PID: u.PID, Address: u.Offset}
+	if u.Symbol != "" {
+		addr, err := tgt.address(u.Symbol, u.Offset)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", k, where, err)
+		}
+		opts.Address = addr
+	}
+	if opts.Address == 0 {
+		return nil, fmt.Errorf("%s %s: file offset 0 is not a valid probe address", k, where)
 	}
 	var l link.Link
 	var err error
 	if k == "uretprobe" {
-		l, err = ex.Uretprobe(u.Symbol, prog, opts)
+		l, err = tgt.ex.Uretprobe(u.Symbol, prog, opts)
 	} else {
-		l, err = ex.Uprobe(u.Symbol, prog, opts)
+		l, err = tgt.ex.Uprobe(u.Symbol, prog, opts)
 	}
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {

@@ -106,18 +106,23 @@ func attachUSDTTarget(u config.USDT, prog *ebpf.Program, specs *ebpf.Map, env *a
 	if len(sites) == 0 {
 		names := f.Names()
 		if len(names) == 0 {
-			return fmt.Errorf("usdt %s: no probe %s: the binary has no USDT probes (.note.stapsdt)", u.Binary, probe)
+			return fmt.Errorf("usdt %s: no probe %s: the binary has no USDT probes (.note.stapsdt)", u.Binary, usdt.Token(u.Provider)+":"+usdt.Token(u.Name))
 		}
 		if len(names) > 20 {
 			names = append(names[:20], "...")
 		}
-		return fmt.Errorf("usdt %s: no probe %s (probes: %s)", u.Binary, probe, strings.Join(names, ", "))
+		return fmt.Errorf("usdt %s: no probe %s (probes: %s)", u.Binary, usdt.Token(u.Provider)+":"+usdt.Token(u.Name), strings.Join(names, ", "))
 	}
+	// The file was opened and checked by usdt.Open; cilium/ebpf only
+	// stats it, and never opens it since every site has an Address.
 	ex, err := link.OpenExecutable(u.Binary)
 	if err != nil {
 		return fmt.Errorf("usdt %s: %w", u.Binary, err)
 	}
 	for _, site := range sites {
+		if site.Offset == 0 {
+			return fmt.Errorf("usdt %s %s: file offset 0 is not a valid probe address", u.Binary, site.String())
+		}
 		opts := &link.UprobeOptions{Address: site.Offset, RefCtrOffset: site.SemaphoreOffset, PID: u.PID}
 		if specs != nil {
 			id := env.nextSpec

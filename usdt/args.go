@@ -70,8 +70,14 @@ type Arg struct {
 // machine (elf.EM_X86_64 or elf.EM_AARCH64). pc is the probe's link-time
 // address and resolve looks up symbol addresses (both for operands that
 // name a symbol; resolve may be nil). Unreadable arguments are returned
-// with Kind ArgUnsupported rather than failing the probe.
+// with Kind ArgUnsupported rather than failing the probe. A text longer
+// than MaxArgsText bytes is one ArgUnsupported argument. Errors quote the
+// text only as a short sanitized token (see Token).
 func ParseArgs(machine elf.Machine, text string, pc uint64, resolve func(string) (uint64, bool)) []Arg {
+	if len(text) > MaxArgsText {
+		return []Arg{{Text: text[:MaxArgsText], Size: 8, Kind: ArgUnsupported,
+			Err: fmt.Errorf("argument string of %d bytes, more than the limit of %d", len(text), MaxArgsText)}}
+	}
 	var args []Arg
 	for _, f := range splitArgs(text) {
 		a := Arg{Text: f, Size: 8}
@@ -82,7 +88,7 @@ func ParseArgs(machine elf.Machine, text string, pc uint64, resolve func(string)
 				a.Signed, n = true, -n
 			}
 			if err != nil || (n != 1 && n != 2 && n != 4 && n != 8) {
-				a.Err = fmt.Errorf("argument %q: bad size %q", f, sz)
+				a.Err = fmt.Errorf("argument %s: bad size %s", token(f), token(sz))
 				args = append(args, a)
 				continue
 			}
@@ -98,7 +104,7 @@ func ParseArgs(machine elf.Machine, text string, pc uint64, resolve func(string)
 			err = fmt.Errorf("machine %v is not supported (want x86-64 or aarch64)", machine)
 		}
 		if err != nil {
-			a.Kind, a.Err = ArgUnsupported, fmt.Errorf("argument %q: %w", f, err)
+			a.Kind, a.Err = ArgUnsupported, fmt.Errorf("argument %s: %w", token(f), err)
 		}
 		args = append(args, a)
 	}
@@ -153,11 +159,11 @@ var x86Regs = func() map[string]string {
 func x86Reg(s string) (string, error) {
 	name, ok := strings.CutPrefix(s, "%")
 	if !ok {
-		return "", fmt.Errorf("want a register, got %q", s)
+		return "", fmt.Errorf("want a register, got %s", token(s))
 	}
 	r, ok := x86Regs[name]
 	if !ok {
-		return "", fmt.Errorf("register %%%s is not supported", name)
+		return "", fmt.Errorf("register %%%s is not supported", token(name))
 	}
 	return r, nil
 }
@@ -169,7 +175,7 @@ func parseX86(a *Arg, op string, pc uint64, resolve func(string) (uint64, bool))
 	case strings.HasPrefix(op, "$"):
 		v, err := parseInt(op[1:])
 		if err != nil {
-			return fmt.Errorf("constant %q: %w", op, err)
+			return fmt.Errorf("constant %s: %w", token(op), err)
 		}
 		a.Kind, a.Value = ArgConst, v
 		return nil
@@ -185,11 +191,11 @@ func parseX86(a *Arg, op string, pc uint64, resolve func(string) (uint64, bool))
 	if hasParen {
 		var ok bool
 		if inner, ok = strings.CutSuffix(inner, ")"); !ok {
-			return fmt.Errorf("memory operand %q: missing )", op)
+			return fmt.Errorf("memory operand %s: missing )", token(op))
 		}
 		parts := strings.Split(inner, ",")
 		if len(parts) > 3 {
-			return fmt.Errorf("memory operand %q: too many parts", op)
+			return fmt.Errorf("memory operand %s: too many parts", token(op))
 		}
 		if p := strings.TrimSpace(parts[0]); p != "" {
 			r, err := x86Reg(p)
@@ -207,7 +213,7 @@ func parseX86(a *Arg, op string, pc uint64, resolve func(string) (uint64, bool))
 			if len(parts) == 3 {
 				s, err := strconv.Atoi(strings.TrimSpace(parts[2]))
 				if err != nil || (s != 1 && s != 2 && s != 4 && s != 8) {
-					return fmt.Errorf("memory operand %q: bad scale", op)
+					return fmt.Errorf("memory operand %s: bad scale", token(op))
 				}
 				a.Scale = s
 			}
@@ -226,16 +232,16 @@ func parseX86(a *Arg, op string, pc uint64, resolve func(string) (uint64, bool))
 	if i := strings.LastIndexAny(disp, "+-"); i > 0 {
 		v, err := parseInt(disp[i:])
 		if err != nil {
-			return fmt.Errorf("displacement %q: %w", disp, err)
+			return fmt.Errorf("displacement %s: %w", token(disp), err)
 		}
 		sym, off = disp[:i], v
 	}
 	if resolve == nil {
-		return fmt.Errorf("symbol %q: no symbol table", sym)
+		return fmt.Errorf("symbol %s: no symbol table", token(sym))
 	}
 	addr, ok := resolve(sym)
 	if !ok {
-		return fmt.Errorf("symbol %q not found", sym)
+		return fmt.Errorf("symbol %s not found", token(sym))
 	}
 	if a.Base == "rip" {
 		a.Value = int64(addr-pc) + off
@@ -254,7 +260,7 @@ func parseARM64(a *Arg, op string) error {
 	if inner, ok := strings.CutPrefix(op, "["); ok {
 		inner, ok = strings.CutSuffix(inner, "]")
 		if !ok {
-			return fmt.Errorf("memory operand %q: missing ]", op)
+			return fmt.Errorf("memory operand %s: missing ]", token(op))
 		}
 		base, off, hasOff := strings.Cut(inner, ",")
 		r, err := arm64Reg(strings.TrimSpace(base))
@@ -265,7 +271,7 @@ func parseARM64(a *Arg, op string) error {
 		if hasOff {
 			v, err := parseInt(strings.TrimPrefix(strings.TrimSpace(off), "#"))
 			if err != nil {
-				return fmt.Errorf("memory operand %q: %w", op, err)
+				return fmt.Errorf("memory operand %s: %w", token(op), err)
 			}
 			a.Value = v
 		}
@@ -292,7 +298,7 @@ func arm64Reg(s string) (string, error) {
 			return "x" + s[1:], nil
 		}
 	}
-	return "", fmt.Errorf("register %q is not supported", s)
+	return "", fmt.Errorf("register %s is not supported", token(s))
 }
 
 // parseInt parses a signed decimal or 0x hexadecimal integer (a leading 0
@@ -314,7 +320,11 @@ func parseInt(s string) (int64, error) {
 	}
 	u, err := strconv.ParseUint(s, base, 64)
 	if err != nil {
-		return 0, err
+		// strconv's error quotes the text: the caller names the operand.
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, errors.New("number out of range")
+		}
+		return 0, errors.New("not a number")
 	}
 	if neg {
 		return -int64(u), nil

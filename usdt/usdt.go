@@ -33,6 +33,9 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
 // noteType is NT_STAPSDT, the ELF note type of a probe site.
@@ -65,9 +68,11 @@ type Probe struct {
 	Args []Arg
 }
 
-// String returns "provider:name@0xoffset".
+// String returns "provider:name@0xoffset", provider and name sanitized
+// for error messages (at most 64 bytes each, escaped, quoted when not
+// plain identifiers).
 func (p *Probe) String() string {
-	return fmt.Sprintf("%s:%s@%#x", p.Provider, p.Name, p.Offset)
+	return fmt.Sprintf("%s:%s@%#x", token(p.Provider), token(p.Name), p.Offset)
 }
 
 // File is the probe table of one ELF file.
@@ -78,9 +83,47 @@ type File struct {
 	Probes  []Probe
 }
 
-// Open reads the probes of the ELF file at path.
+// Limits of what NewFile takes from a file.
+const (
+	// MaxNoteSection bounds the size in bytes of a .note.stapsdt section
+	// (libc has a few dozen probes, a large database server a few
+	// thousand, each about 100 bytes).
+	MaxNoteSection = 16 << 20 // 16 MiB
+	// MaxProbes bounds the number of probe sites of one file.
+	MaxProbes = 100000
+	// MaxArgsText bounds the length in bytes of a probe's argument string.
+	MaxArgsText = 4096
+)
+
+// OpenTarget opens a uprobe or USDT target (an executable or shared
+// library) for reading: only a regular file of at most bounded.MaxTarget
+// bytes, never blocking on a FIFO (a symlink to a device is refused too).
+// what names the file's role in errors ("USDT target", "uprobe target").
+// Errors are *bounded.Error (bounded.ErrNotRegular, bounded.ErrTooLarge, or
+// the system error such as os.ErrNotExist).
+func OpenTarget(path, what string) (*os.File, error) {
+	f, err := bounded.Open(path, what)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, &bounded.Error{Path: path, What: what, Err: err}
+	}
+	if fi.Size() > bounded.MaxTarget {
+		f.Close()
+		return nil, &bounded.Error{Path: path, What: what, Limit: bounded.MaxTarget, Err: bounded.ErrTooLarge}
+	}
+	return f, nil
+}
+
+// Open reads the probes of the ELF file at path, opened with OpenTarget.
+// Errors name the path: a *bounded.Error when the file cannot be opened,
+// otherwise why its ELF or probe notes are malformed (never quoting the
+// file's bytes).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := OpenTarget(path, "USDT target")
 	if err != nil {
 		return nil, fmt.Errorf("usdt: %w", err)
 	}
@@ -92,16 +135,53 @@ func Open(path string) (*File, error) {
 	return uf, nil
 }
 
-// NewFile reads the probes of the ELF file in r. A file without
-// .note.stapsdt has no probes and is not an error.
-func NewFile(r io.ReaderAt) (uf *File, err error) {
-	// debug/elf panics on some malformed inputs; report them as errors.
+// elfError rewrites an error of debug/elf without the value it quotes from
+// the file (its FormatError prints, e.g., the first four bytes of a file
+// with a bad magic number: a config could point at a secret file).
+func elfError(err error) error {
+	var fe *elf.FormatError
+	if errors.As(err, &fe) {
+		msg, _, _ := strings.Cut(fe.Error(), " '")
+		msg, _, _ = strings.Cut(msg, " in record at byte")
+		return fmt.Errorf("not a valid ELF file: %s", msg)
+	}
+	return fmt.Errorf("not a valid ELF file: %v", err)
+}
+
+// ReadELF parses the ELF headers of r with debug/elf. It is a guard around
+// that third-party parser: a panic on malformed input becomes an error, and
+// errors never quote the file's bytes (debug/elf's quote, e.g., the first
+// four bytes of a file with a bad magic number).
+func ReadELF(r io.ReaderAt) (f *elf.File, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			uf, err = nil, fmt.Errorf("malformed ELF file: %v", p)
+			f, err = nil, errors.New("malformed ELF file (the ELF parser panicked)")
 		}
 	}()
-	f, err := elf.NewFile(r)
+	f, err = elf.NewFile(r)
+	if err != nil {
+		return nil, elfError(err)
+	}
+	if f.ByteOrder == nil {
+		return nil, errors.New("not a valid ELF file: unknown byte order")
+	}
+	return f, nil
+}
+
+// NewFile reads the probes of the ELF file in r. A file without
+// .note.stapsdt has no probes and is not an error. The note section is
+// read whole and must be at most MaxNoteSection bytes; at most MaxProbes
+// sites are read.
+func NewFile(r io.ReaderAt) (uf *File, err error) {
+	// Guard around a third-party parser: debug/elf panics on some
+	// malformed inputs (in section and symbol reads too); report them as
+	// errors.
+	defer func() {
+		if p := recover(); p != nil {
+			uf, err = nil, errors.New("malformed ELF file (the ELF parser panicked)")
+		}
+	}()
+	f, err := ReadELF(r)
 	if err != nil {
 		return nil, err
 	}
@@ -111,9 +191,15 @@ func NewFile(r io.ReaderAt) (uf *File, err error) {
 	if sec == nil {
 		return uf, nil
 	}
+	if sec.Type == elf.SHT_NOBITS {
+		return nil, errors.New(".note.stapsdt: section has no data (SHT_NOBITS)")
+	}
+	if sec.Size > MaxNoteSection {
+		return nil, fmt.Errorf(".note.stapsdt: section of %d bytes is larger than the %s limit", sec.Size, bounded.Size(MaxNoteSection))
+	}
 	data, err := sec.Data()
 	if err != nil {
-		return nil, fmt.Errorf("read .note.stapsdt: %w", err)
+		return nil, fmt.Errorf("read .note.stapsdt: %w", elfError(err))
 	}
 	var baseAddr uint64
 	var haveBase bool
@@ -126,15 +212,7 @@ func NewFile(r io.ReaderAt) (uf *File, err error) {
 	}
 	syms := &symbols{f: f}
 	bo := f.ByteOrder
-	descs, err := stapsdtNotes(data, bo)
-	if err != nil {
-		return nil, err
-	}
-	for _, desc := range descs {
-		p, err := parseNote(desc, bo, addrSize)
-		if err != nil {
-			return nil, fmt.Errorf(".note.stapsdt: %w", err)
-		}
+	uf.Probes, err = probes(data, bo, addrSize, f.Machine, func(p *note) error {
 		if haveBase && p.base != 0 {
 			// prelink moved the file: shift by as much as .stapsdt.base moved.
 			delta := baseAddr - p.base
@@ -145,20 +223,90 @@ func NewFile(r io.ReaderAt) (uf *File, err error) {
 		}
 		off, ok := fileOffset(f, p.PC, true)
 		if !ok {
-			return nil, fmt.Errorf("probe %s:%s: address %#x is in no executable segment", p.Provider, p.Name, p.PC)
+			return fmt.Errorf("probe %s:%s: address %#x is in no executable segment", token(p.Provider), token(p.Name), p.PC)
 		}
 		p.Offset = off
 		if p.Semaphore != 0 {
 			off, ok := fileOffset(f, p.Semaphore, false)
 			if !ok {
-				return nil, fmt.Errorf("probe %s:%s: semaphore address %#x is in no loadable segment", p.Provider, p.Name, p.Semaphore)
+				return fmt.Errorf("probe %s:%s: semaphore address %#x is in no loadable segment", token(p.Provider), token(p.Name), p.Semaphore)
 			}
 			p.SemaphoreOffset = off
 		}
-		p.Args = ParseArgs(f.Machine, p.ArgsText, p.PC, syms.lookup)
-		uf.Probes = append(uf.Probes, p.Probe)
+		return nil
+	}, syms.lookup)
+	if err != nil {
+		return nil, err
 	}
 	return uf, nil
+}
+
+// probes parses the probe notes of a .note.stapsdt section (data) and
+// places each with place (which sets Offset and SemaphoreOffset). resolve
+// looks up symbols named by arguments.
+func probes(data []byte, bo binary.ByteOrder, addrSize int, machine elf.Machine, place func(*note) error, resolve func(string) (uint64, bool)) ([]Probe, error) {
+	descs, err := stapsdtNotes(data, bo)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Probe, 0, len(descs))
+	for _, desc := range descs {
+		p, err := parseNote(desc, bo, addrSize)
+		if err != nil {
+			return nil, fmt.Errorf(".note.stapsdt: %w", err)
+		}
+		if err := place(&p); err != nil {
+			return nil, err
+		}
+		p.Args = ParseArgs(machine, p.ArgsText, p.PC, resolve)
+		out = append(out, p.Probe)
+	}
+	return out, nil
+}
+
+// maxName bounds the length in bytes of a probe's provider and name.
+const maxName = 256
+
+// maxToken is the longest token from a file that an error quotes.
+const maxToken = 64
+
+// token returns s for an error message: at most maxToken bytes, with
+// anything but printable ASCII escaped, and quoted when it is not a plain
+// identifier.
+func token(s string) string {
+	plain := s != ""
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if b.Len() >= maxToken {
+			b.WriteString("...")
+			plain = false
+			break
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-':
+			b.WriteByte(c)
+		case c == '\\' || c == '"':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+			plain = false
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+			plain = false
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, "\\x%02x", c)
+			n, plain = 1, false
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+			plain = false
+		}
+		i += n
+	}
+	if plain {
+		return b.String()
+	}
+	return "\"" + b.String() + "\""
 }
 
 // stapsdtNotes returns the descriptors of the NT_STAPSDT notes owned by
@@ -180,6 +328,9 @@ func stapsdtNotes(data []byte, bo binary.ByteOrder) ([][]byte, error) {
 		desc := data[descStart : descStart+uint64(descsz)]
 		data = data[min(descStart+align4(descsz), uint64(len(data))):]
 		if typ == noteType && name == noteOwner {
+			if len(descs) == MaxProbes {
+				return nil, fmt.Errorf(".note.stapsdt: more than the limit of %d probe sites", MaxProbes)
+			}
 			descs = append(descs, desc)
 		}
 	}
@@ -214,6 +365,12 @@ func parseNote(desc []byte, bo binary.ByteOrder, addrSize int) (note, error) {
 	n.Provider, n.Name, n.ArgsText = strs[0], strs[1], strs[2]
 	if n.Provider == "" || n.Name == "" {
 		return n, fmt.Errorf("probe at %#x: empty provider or name", n.PC)
+	}
+	if len(n.Provider) > maxName || len(n.Name) > maxName {
+		return n, fmt.Errorf("probe at %#x: provider or name longer than %d bytes", n.PC, maxName)
+	}
+	if len(n.ArgsText) > MaxArgsText {
+		return n, fmt.Errorf("probe %s:%s: argument string of %d bytes, more than the limit of %d", token(n.Provider), token(n.Name), len(n.ArgsText), MaxArgsText)
 	}
 	return n, nil
 }
@@ -270,12 +427,19 @@ func (f *File) Find(provider, name string) []Probe {
 	return out
 }
 
-// Names returns the distinct "provider:name" of the file's probes, sorted.
+// Token returns s as it may appear in an error message: at most 64 bytes,
+// anything but printable ASCII escaped, quoted when it is not a plain
+// identifier ([A-Za-z0-9_.-]+). Probe names and argument strings come from
+// the target file and go through it.
+func Token(s string) string { return token(s) }
+
+// Names returns the distinct "provider:name" of the file's probes, sorted,
+// provider and name sanitized with Token (they are for messages).
 func (f *File) Names() []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range f.Probes {
-		n := p.Provider + ":" + p.Name
+		n := token(p.Provider) + ":" + token(p.Name)
 		if !seen[n] {
 			seen[n] = true
 			out = append(out, n)
