@@ -25,12 +25,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
 // DefaultNamespace prefixes every metric name unless a config sets its own.
@@ -151,11 +154,18 @@ const DefaultMaxSeries = 10000
 
 // Error is a config error at a position. Its text is
 // "<file>:<line>: <path>: <message>" (":<line>" when known).
+//
+// Msg never quotes more of the file than a short token (see Quote), and the
+// text is valid UTF-8.
 type Error struct {
 	File string
 	Line int
 	Path string
 	Msg  string
+	// Err is the cause when the file could not be read (a *bounded.Error:
+	// errors.Is matches os.ErrNotExist, bounded.ErrNotRegular and
+	// bounded.ErrTooLarge), nil otherwise.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -170,8 +180,11 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Msg)
-	return b.String()
+	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }
+
+// Unwrap returns the cause of a read error (see Err).
+func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf returns an *Error for the field at path (as in
 // "metrics.counters[0].labels[1].size"), with the line of that field when the
@@ -181,12 +194,19 @@ func (c *Config) Errorf(path, format string, args ...any) error {
 }
 
 // Load reads and validates <dir>/<name>.yaml. The object path is set to
-// <dir>/<name>.bpf.o but not opened. Errors are *Error values.
+// <dir>/<name>.bpf.o but not opened. name must pass CheckName. The file is
+// read with bounded.ReadFile: it must be a regular file (a FIFO or a device
+// is refused at once) of at most MaxFileSize bytes. Errors are *Error
+// values; for a file that could not be read, errors.Is matches
+// os.ErrNotExist, bounded.ErrNotRegular or bounded.ErrTooLarge.
 func Load(dir, name string) (*Config, error) {
+	if err := CheckName(name); err != nil {
+		return nil, &Error{File: dir, Msg: err.Error()}
+	}
 	file := filepath.Join(dir, name+".yaml")
-	data, err := os.ReadFile(file)
+	data, err := bounded.ReadFile(file, "config", MaxFileSize)
 	if err != nil {
-		return nil, &Error{File: file, Msg: err.Error()}
+		return nil, &Error{File: file, Msg: readReason(err), Err: err}
 	}
 	c, err := Parse(file, data)
 	if err != nil {
@@ -197,10 +217,34 @@ func Load(dir, name string) (*Config, error) {
 	return c, nil
 }
 
+// readReason is the reason of a read error, without the path (which
+// *Error already shows).
+func readReason(err error) string {
+	var be *bounded.Error
+	if errors.As(err, &be) {
+		switch {
+		case errors.Is(be.Err, bounded.ErrTooLarge):
+			return fmt.Sprintf("larger than the %s limit of a config", bounded.Size(be.Limit))
+		case errors.Is(be.Err, bounded.ErrNotRegular):
+			return be.Err.Error()
+		}
+		err = be.Err
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
 // Parse decodes YAML strictly (unknown keys are errors) and validates it.
-// file is used in error messages only.
+// file is used in error messages only. data longer than MaxFileSize is
+// refused. Errors are *Error values.
 func Parse(file string, data []byte) (*Config, error) {
 	c := &Config{File: file, Name: strings.TrimSuffix(filepath.Base(file), ".yaml")}
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: file, Msg: fmt.Sprintf("larger than the %s limit of a config", bounded.Size(MaxFileSize))}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
@@ -219,35 +263,64 @@ func Parse(file string, data []byte) (*Config, error) {
 	return c, nil
 }
 
-var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
-var unknownField = regexp.MustCompile(`^field (\S+) not found in type config\.(\w+)$`)
-var wrongType = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.*)$")
+var (
+	yamlLine      = regexp.MustCompile(`^line (\d+): (.*)$`)
+	unknownField  = regexp.MustCompile(`^field (.*) not found in type config\.(\w+)$`)
+	fieldTwice    = regexp.MustCompile(`^field (.*) already set in type config\.(\w+)$`)
+	wrongTypeVal  = regexp.MustCompile("^cannot unmarshal (\\S+) `(.*)` into (.+)$")
+	wrongTypeKind = regexp.MustCompile(`^cannot unmarshal (\S+) into (.+)$`)
+)
 
 // yamlError rewrites yaml.v3 errors into our "file:line: message" form.
+// yaml.v3 quotes values from the file (up to 7 bytes of them); the
+// rewritten message shows only what Quote allows.
 func yamlError(file string, err error) error {
 	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			var line int
-			fmt.Sscan(m[1], &line)
-			return &Error{File: file, Line: line, Msg: m[2]}
-		}
-		return &Error{File: file, Msg: msg}
+	var msg string
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		// Report the first problem; yaml.v3 lists them in document order.
+		msg = te.Errors[0]
+	} else {
+		msg = strings.TrimPrefix(err.Error(), "yaml: ")
 	}
-	// Report the first problem; yaml.v3 lists them in document order.
-	msg := te.Errors[0]
 	e := &Error{File: file, Msg: msg}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		fmt.Sscan(m[1], &e.Line)
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			e.Line = n
+		}
 		e.Msg = m[2]
 	}
-	if m := unknownField.FindStringSubmatch(e.Msg); m != nil {
-		e.Msg = fmt.Sprintf("unknown key %q in %s", m[1], typeNoun(m[2]))
-	} else if m := wrongType.FindStringSubmatch(e.Msg); m != nil {
-		e.Msg = fmt.Sprintf("wrong type: got %s %q, want %s", yamlKind(m[1]), m[2], goTypeNoun(m[3]))
-	}
+	e.Msg = yamlMessage(e.Msg)
 	return e
+}
+
+// yamlMessage rewrites one yaml.v3 message (without its "line N: ").
+func yamlMessage(msg string) string {
+	if m := unknownField.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("unknown key %s in %s", Quote(m[1]), typeNoun(m[2]))
+	}
+	if m := fieldTwice.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("key %s set twice in %s", Quote(m[1]), typeNoun(m[2]))
+	}
+	if m := wrongTypeVal.FindStringSubmatch(msg); m != nil {
+		kind, ok := yamlKind(m[1])
+		if !ok {
+			return fmt.Sprintf("wrong type: got a value with a custom tag, want %s", goTypeNoun(m[3]))
+		}
+		// yaml.v3 shows values longer than 10 bytes as their first 7 and "...".
+		if len(m[2]) == 10 && strings.HasSuffix(m[2], "...") {
+			return fmt.Sprintf("wrong type: got a %s of more than 10 bytes, want %s", kind, goTypeNoun(m[3]))
+		}
+		return fmt.Sprintf("wrong type: got %s %s, want %s", kind, Quote(m[2]), goTypeNoun(m[3]))
+	}
+	if m := wrongTypeKind.FindStringSubmatch(msg); m != nil {
+		kind, ok := yamlKind(m[1])
+		if !ok {
+			kind = "value with a custom tag"
+		}
+		return fmt.Sprintf("wrong type: got a %s, want %s", kind, goTypeNoun(m[2]))
+	}
+	return Sanitize(msg)
 }
 
 func typeNoun(goType string) string {
@@ -271,22 +344,32 @@ func typeNoun(goType string) string {
 	return goType
 }
 
-func yamlKind(tag string) string {
+// yamlKind names a yaml.v3 short tag ("!!str" → "string"); ok is false
+// for a custom tag, which comes from the file.
+func yamlKind(tag string) (string, bool) {
 	switch tag {
-	case "str":
-		return "string"
-	case "int":
-		return "integer"
-	case "float":
-		return "number"
-	case "bool":
-		return "boolean"
-	case "seq":
-		return "list"
-	case "map":
-		return "mapping"
+	case "!!str":
+		return "string", true
+	case "!!int":
+		return "integer", true
+	case "!!float":
+		return "number", true
+	case "!!bool":
+		return "boolean", true
+	case "!!seq":
+		return "list", true
+	case "!!map":
+		return "mapping", true
+	case "!!null":
+		return "null", true
+	case "!!binary":
+		return "binary", true
+	case "!!timestamp":
+		return "timestamp", true
+	case "!!merge":
+		return "merge key", true
 	}
-	return tag
+	return "", false
 }
 
 func goTypeNoun(t string) string {
