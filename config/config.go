@@ -245,6 +245,20 @@ func Parse(file string, data []byte) (*Config, error) {
 	if len(data) > MaxFileSize {
 		return nil, &Error{File: file, Msg: fmt.Sprintf("larger than the %s limit of a config", bounded.Size(MaxFileSize))}
 	}
+	// The node tree first: parsing is linear in the input, while decoding
+	// into structs checks each mapping for duplicate keys in quadratic
+	// time and expands aliases, so the tree's shape is bounded before.
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, &Error{File: file, Msg: "empty config"}
+	}
+	c.root = &root
+	if err := checkShape(file, &root); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
@@ -253,14 +267,75 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 		return nil, yamlError(file, err)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err == nil {
-		c.root = &root
-	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkShape bounds what decoding the tree into structs costs: at most
+// MaxNodes nodes with aliases expanded, at most MaxMapping entries in a
+// mapping, and at most MaxMappingWork for the sum over mappings of their
+// entries squared (yaml.v3 compares every pair of keys of a mapping).
+func checkShape(file string, root *yaml.Node) error {
+	nodes, work := 0, 0
+	fail := func(n *yaml.Node, path []string, format string, args ...any) error {
+		return &Error{File: file, Line: n.Line, Path: strings.Join(path, ""), Msg: fmt.Sprintf(format, args...)}
+	}
+	var walk func(n *yaml.Node, path []string) error
+	walk = func(n *yaml.Node, path []string) error {
+		if n == nil {
+			return nil
+		}
+		if nodes++; nodes > MaxNodes {
+			return fail(n, path, "more than %d YAML nodes (aliases expanded)", MaxNodes)
+		}
+		if len(path) > MaxDepth {
+			return fail(n, path, "nested deeper than %d levels (aliases expanded)", MaxDepth)
+		}
+		switch n.Kind {
+		case yaml.AliasNode:
+			return walk(n.Alias, append(path, ""))
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				if err := walk(c, path); err != nil {
+					return err
+				}
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				if err := walk(c, append(path, fmt.Sprintf("[%d]", i))); err != nil {
+					return err
+				}
+			}
+		case yaml.MappingNode:
+			entries := len(n.Content) / 2
+			if entries > MaxMapping {
+				return fail(n, path, "a mapping of %d entries, more than the limit of %d", entries, MaxMapping)
+			}
+			if work += entries * entries; work > MaxMappingWork {
+				return fail(n, path, "mappings too large in total: the sum of their squared sizes is over %d", MaxMappingWork)
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if err := walk(n.Content[i], path); err != nil {
+					return err
+				}
+				// Path elements are keys that Quote would show, else "?".
+				k := n.Content[i].Value
+				if !strings.HasPrefix(Quote(k), `"`) || k == "" {
+					k = "?"
+				}
+				if len(path) > 0 {
+					k = "." + k
+				}
+				if err := walk(n.Content[i+1], append(path, k)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(root, nil)
 }
 
 var (

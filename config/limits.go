@@ -71,10 +71,11 @@ const (
 	// MaxRegexpCostTotal bounds the estimated instructions of all patterns
 	// of one config (a compiled instruction takes about 200 bytes).
 	MaxRegexpCostTotal = 100_000
-	// MaxStaticMap bounds the entries of one static_map decoder.
-	MaxStaticMap = 65536
+	// MaxStaticMap bounds the entries of one static_map decoder (see
+	// MaxMapping).
+	MaxStaticMap = MaxMapping
 	// MaxStaticMapTotal bounds the static_map entries of one config.
-	MaxStaticMapTotal = 65536
+	MaxStaticMapTotal = 16384
 	// MaxStaticKey bounds a static_map key (the decoded text it matches),
 	// in bytes.
 	MaxStaticKey = 256
@@ -114,6 +115,20 @@ const (
 	MaxFeatures = 32
 	// MaxKernelVersion bounds requires.kernel, in bytes.
 	MaxKernelVersion = 32
+
+	// MaxNodes bounds the YAML nodes of a config, counting each alias as
+	// the nodes it stands for.
+	MaxNodes = 1 << 20
+	// MaxDepth bounds the nesting of YAML nodes (aliases expanded).
+	MaxDepth = 64
+	// MaxMapping bounds the entries of any YAML mapping of a config:
+	// yaml.v3 checks a mapping for duplicate keys by comparing every pair,
+	// so a 1 MiB mapping of 100,000 entries took minutes to decode.
+	MaxMapping = 4096
+	// MaxMappingWork bounds the sum over the YAML mappings of a config of
+	// their entries squared (aliases expanded): what decoding costs. 2^26
+	// is 4 mappings of MaxMapping entries, well under a second.
+	MaxMappingWork = 1 << 26
 
 	// MaxToken is the longest value from a config file that errors quote
 	// (see Quote).
