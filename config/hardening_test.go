@@ -316,10 +316,10 @@ func TestQuoteAndSanitize(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		`regexp: bad pattern "a(": missing closing ): ` + "`a(`": "regexp: bad pattern (a string of 2 bytes): missing closing ): (a string of 2 bytes)",
-		`unknown decoder "nope" (known: a, b)`:                  `unknown decoder "nope" (known: a, b)`,
-		`unknown anchor 'root:$6$' referenced`:                  `unknown anchor (a string of 8 bytes) referenced`,
-		"unterminated 'root:$6$x":                               "unterminated (a string of 9 bytes)",
-		"bad \xff byte":                                         "bad \uFFFD byte",
+		`unknown decoder "nope" (known: a, b)`:                   `unknown decoder "nope" (known: a, b)`,
+		`unknown anchor 'root:$6$' referenced`:                   `unknown anchor (a string of 8 bytes) referenced`,
+		"unterminated 'root:$6$x":                                "unterminated (a string of 9 bytes)",
+		"bad \xff byte":                                          "bad \uFFFD byte",
 	} {
 		if got := Sanitize(in); got != want {
 			t.Errorf("Sanitize(%q)\n got: %s\nwant: %s", in, got, want)
@@ -349,17 +349,17 @@ func TestHardening11ConfigNameTraversal(t *testing.T) {
 		t.Errorf("error\n got: %s\nwant: %s", err, want)
 	}
 	for name, want := range map[string]string{
-		"timers":                "",
-		"my-prog_2.v1":          "",
-		strings.Repeat("a", 64): "",
-		"":                      "config name: empty",
-		".":                     `config name ".": not a file name`,
-		"..":                    `config name "..": not a file name`,
-		"a/b":                   `config name "a/b": want letters, digits, _ . - only (no /)`,
-		"/etc/shadow":           `config name "/etc/shadow": want letters, digits, _ . - only (no /)`,
-		"a b":                   `config name "a b": want letters, digits, _ . - only (no /)`,
-		"caf\xe9":               `config name "caf\xe9": want letters, digits, _ . - only (no /)`,
-		strings.Repeat("a", 65): `config name "aaaaaaaaaaaaaaaaaaaaaaaa"...: longer than 64 bytes`,
+		"timers":                          "",
+		"my-prog_2.v1":                    "",
+		strings.Repeat("a", 64):           "",
+		"":                                "config name: empty",
+		".":                               `config name ".": not a file name`,
+		"..":                              `config name "..": not a file name`,
+		"a/b":                             `config name "a/b": want letters, digits, _ . - only (no /)`,
+		"/etc/shadow":                     `config name "/etc/shadow": want letters, digits, _ . - only (no /)`,
+		"a b":                             `config name "a b": want letters, digits, _ . - only (no /)`,
+		"caf\xe9":                         `config name "caf\xe9": want letters, digits, _ . - only (no /)`,
+		strings.Repeat("a", 65):           `config name "aaaaaaaaaaaaaaaaaaaaaaaa"...: longer than 64 bytes`,
 		"../../../../../../../etc/passwd": `config name "../../../../../../../etc"...: want letters, digits, _ . - only (no /)`,
 	} {
 		err := CheckName(name)
