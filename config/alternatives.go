@@ -216,7 +216,11 @@ func (c *Config) validateAlternatives() error {
 			return c.Errorf("attach_to", "invalid program name %s", Quote(p))
 		}
 		if len(fn) > MaxSymbol || !kernelFuncRe.MatchString(fn) {
-			return c.Errorf("attach_to."+p, "invalid kernel function name %s", Quote(fn))
+			path := "attach_to"
+			if strings.HasPrefix(Quote(p), `"`) {
+				path += "." + p // errors show only short names
+			}
+			return c.Errorf(path, "invalid kernel function name %s", Quote(fn))
 		}
 	}
 	if len(c.Kaddrs) > MaxKaddrs {

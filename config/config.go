@@ -386,7 +386,10 @@ func yamlMessage(msg string) string {
 		if len(m[2]) == 10 && strings.HasSuffix(m[2], "...") {
 			return fmt.Sprintf("wrong type: got a %s of more than 10 bytes, want %s", kind, goTypeNoun(m[3]))
 		}
-		return fmt.Sprintf("wrong type: got %s %s, want %s", kind, Quote(m[2]), goTypeNoun(m[3]))
+		if q := Quote(m[2]); strings.HasPrefix(q, `"`) {
+			return fmt.Sprintf("wrong type: got %s %s, want %s", kind, q, goTypeNoun(m[3]))
+		}
+		return fmt.Sprintf("wrong type: got a %s of %d bytes, want %s", kind, len(m[2]), goTypeNoun(m[3]))
 	}
 	if m := wrongTypeKind.FindStringSubmatch(msg); m != nil {
 		kind, ok := yamlKind(m[1])
