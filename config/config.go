@@ -17,7 +17,12 @@
 // Errors name the file, the line where yaml.v3 gives one, the field path and
 // the offending value, e.g.
 //
-//	timers.yaml:7: metrics.counters[0].labels[0].size: must be > 0, got 0
+//	timers.yaml:7: metrics.counters[0].labels[0].size: must be 1 to 4096 bytes, got 0
+//
+// A config is untrusted input: limits.go bounds its size and every number
+// and list in it, and errors show a value from the file only when it is a
+// short token (see Quote), since a config name may point at a secret file
+// and errors are served on the landing page.
 package config
 
 import (
@@ -86,7 +91,8 @@ type Counter struct {
 	Name   string  `yaml:"name"`
 	Help   string  `yaml:"help"`
 	Labels []Label `yaml:"labels"`
-	// MaxSeries bounds the number of series exported (0: DefaultMaxSeries).
+	// MaxSeries bounds the number of series exported (0: DefaultMaxSeries;
+	// at most MaxMaxSeries).
 	MaxSeries int `yaml:"max_series"`
 	// PerfEventArray and FlushInterval are ebpf_exporter keys for perf
 	// buffers; they are rejected with a clear error.
@@ -102,17 +108,20 @@ type Histogram struct {
 	Labels []Label `yaml:"labels"`
 	// BucketType is exp2, exp2zero, linear or fixed.
 	BucketType BucketType `yaml:"bucket_type"`
-	// BucketMin and BucketMax bound the slots that become buckets.
+	// BucketMin and BucketMax bound the slots that become buckets: 0 to
+	// MaxSlot (63 for exp2 and exp2zero), at most MaxBuckets of them.
 	BucketMin int `yaml:"bucket_min"`
 	BucketMax int `yaml:"bucket_max"`
 	// BucketMultiplier converts a bucket bound into base units, e.g. 1e-6
-	// for microseconds → seconds. Zero means 1.
+	// for microseconds → seconds. Zero means 1; otherwise it must be finite
+	// and > 0, and keep the largest bound finite.
 	BucketMultiplier float64 `yaml:"bucket_multiplier"`
-	// BucketKeys are the slot values of a fixed histogram, ascending.
+	// BucketKeys are the slot values of a fixed histogram, ascending:
+	// integers from 0 to MaxSlot, at most MaxBuckets of them.
 	BucketKeys []float64 `yaml:"bucket_keys"`
 	// SumBucket is the slot that holds the sum of observed values (in
 	// bucket units). Nil means bucket_max+1 for exp2, exp2zero and linear,
-	// and no sum for fixed.
+	// and no sum for fixed. At most MaxSlot.
 	SumBucket *int `yaml:"sum_bucket"`
 	MaxSeries int  `yaml:"max_series"`
 }
@@ -120,9 +129,11 @@ type Histogram struct {
 // Label is one field of a map key.
 type Label struct {
 	Name string `yaml:"name"`
-	// Size is the field width in bytes.
+	// Size is the field width in bytes, 1 to MaxLabelSize.
 	Size int `yaml:"size"`
-	// Padding is skipped after the field (alignment holes in C structs).
+	// Padding is skipped after the field (alignment holes in C structs),
+	// 0 to MaxPadding bytes. The labels of a key take at most MaxKeySize
+	// bytes in all.
 	Padding  int       `yaml:"padding"`
 	Decoders []Decoder `yaml:"decoders"`
 }
