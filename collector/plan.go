@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/kernel-exporter/kernel_exporter/config"
@@ -57,8 +58,18 @@ type LabelPlan struct {
 }
 
 // Compile checks cfg against the maps in spec and builds the decoders. Its
-// errors are *config.Error values naming the file, line and field.
+// errors are *config.Error values naming the file, line and field; they
+// quote names from the config or the object only as config.Quote allows.
+//
+// Compile does not trust cfg to be validated: every label must lie inside
+// its map's key (sizes 1 to config.MaxLabelSize bytes, padding 0 to
+// config.MaxPadding, in total at most config.MaxKeySize), and a histogram
+// has at most config.MaxBuckets buckets, so that no scrape can index past a
+// key and no histogram allocates more than that.
 func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*Plan, error) {
+	if spec == nil {
+		spec = &ebpf.CollectionSpec{}
+	}
 	p := &Plan{Config: cfg, spec: spec, stacks: map[string]*ebpf.Map{}}
 	for i, c := range cfg.Metrics.Counters {
 		path := fmt.Sprintf("metrics.counters[%d]", i)
@@ -69,24 +80,90 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		mp.MaxSeries = config.MaxSeries(c.MaxSeries)
 		p.Metrics = append(p.Metrics, mp)
 	}
-	for i, h := range cfg.Metrics.Histograms {
+	for i := range cfg.Metrics.Histograms {
+		h := &cfg.Metrics.Histograms[i]
 		path := fmt.Sprintf("metrics.histograms[%d]", i)
-		mp, err := p.compileMetric(path, h.Name, h.Help, h.Labels[:len(h.Labels)-1], env, false)
+		if len(h.Labels) == 0 {
+			return nil, cfg.Errorf(path+".labels", "histogram has no %q label", config.BucketLabel)
+		}
+		last := len(h.Labels) - 1
+		mp, err := p.compileMetric(path, h.Name, h.Help, h.Labels[:last], env, false)
 		if err != nil {
 			return nil, err
 		}
 		mp.Histogram = true
 		mp.MaxSeries = config.MaxSeries(h.MaxSeries)
-		b := h.Labels[len(h.Labels)-1]
-		mp.BucketOff = config.KeySize(h.Labels[:len(h.Labels)-1])
-		mp.BucketSize = b.Size
-		if want := mp.BucketOff + b.Size + b.Padding; want != mp.KeySize {
-			return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %q has %d-byte keys", want, h.Name, mp.KeySize)
+		b := h.Labels[last]
+		off, err := p.labelsEnd(path, h.Labels[:last])
+		if err != nil {
+			return nil, err
 		}
-		mp.Buckets = NewBuckets(&h)
+		bp := fmt.Sprintf("%s.labels[%d]", path, last)
+		if err := checkLabel(cfg, bp, b, off, mp.KeySize); err != nil {
+			return nil, err
+		}
+		if b.Size != 1 && b.Size != 2 && b.Size != 4 && b.Size != 8 {
+			return nil, cfg.Errorf(bp+".size", "bucket label size must be 1, 2, 4 or 8 bytes, got %d", b.Size)
+		}
+		mp.BucketOff = off
+		mp.BucketSize = b.Size
+		if want := off + b.Size + b.Padding; want != mp.KeySize {
+			return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %s has %d-byte keys", want, config.Quote(h.Name), mp.KeySize)
+		}
+		if n := bucketCount(h); n > config.MaxBuckets {
+			return nil, cfg.Errorf(path+".bucket_max", "%d buckets, more than the limit of %d", n, config.MaxBuckets)
+		}
+		mp.Buckets = NewBuckets(h)
 		p.Metrics = append(p.Metrics, mp)
 	}
 	return p, nil
+}
+
+// checkLabel checks that label l, at byte off of a key of keySize bytes,
+// has a size and padding in range and lies inside the key.
+func checkLabel(cfg *config.Config, lp string, l config.Label, off, keySize int) error {
+	if l.Size <= 0 || l.Size > config.MaxLabelSize {
+		return cfg.Errorf(lp+".size", "must be 1 to %d bytes, got %d", config.MaxLabelSize, l.Size)
+	}
+	if l.Padding < 0 || l.Padding > config.MaxPadding {
+		return cfg.Errorf(lp+".padding", "must be 0 to %d bytes, got %d", config.MaxPadding, l.Padding)
+	}
+	// off <= MaxKeySize (see labelsEnd), so these sums cannot overflow.
+	if off+l.Size > keySize {
+		return cfg.Errorf(lp+".size", "bytes %d to %d are past the end of the %d-byte map key", off, off+l.Size, keySize)
+	}
+	return nil
+}
+
+// labelsEnd returns the key offset after labels, checking each as
+// checkLabel does against the largest key.
+func (p *Plan) labelsEnd(path string, labels []config.Label) (int, error) {
+	off := 0
+	for i, l := range labels {
+		lp := fmt.Sprintf("%s.labels[%d]", path, i)
+		if err := checkLabel(p.Config, lp, l, off, config.MaxKeySize); err != nil {
+			return 0, err
+		}
+		if off += l.Size + l.Padding; off > config.MaxKeySize {
+			return 0, p.Config.Errorf(lp+".padding", "labels up to here take %d bytes, more than the %d-byte limit of a map key", off, config.MaxKeySize)
+		}
+	}
+	return off, nil
+}
+
+// bucketCount returns the number of buckets h asks for (at most
+// config.MaxBuckets+1, for any h).
+func bucketCount(h *config.Histogram) int {
+	if h.BucketType == config.BucketFixed {
+		return min(len(h.BucketKeys), config.MaxBuckets+1)
+	}
+	if h.BucketMin < 0 || h.BucketMax < h.BucketMin {
+		return 0
+	}
+	if h.BucketMax-h.BucketMin >= config.MaxBuckets || h.BucketMax-h.BucketMin < 0 {
+		return config.MaxBuckets + 1
+	}
+	return h.BucketMax - h.BucketMin + 1
 }
 
 // compileMetric builds the plan of one map. checkSize asks that the labels
@@ -94,8 +171,8 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env *decoder.Env, checkSize bool) (*MetricPlan, error) {
 	cfg := p.Config
 	ms, ok := p.spec.Maps[name]
-	if !ok {
-		return nil, cfg.Errorf(path+".name", "map %q not found in %s (maps: %s)", name, cfg.Object, mapNames(p.spec))
+	if !ok || ms == nil {
+		return nil, cfg.Errorf(path+".name", "map %s not found in %s (maps: %s)", config.Quote(name), cfg.Object, mapNames(p.spec))
 	}
 	mp := &MetricPlan{
 		Name:      cfg.MetricName(name),
@@ -106,43 +183,59 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 		PerCPU:    isPerCPU(ms.Type),
 	}
 	if ms.ValueSize != 8 {
-		return nil, cfg.Errorf(path+".name", "map %q has %d-byte values, want 8 (u64)", name, ms.ValueSize)
+		return nil, cfg.Errorf(path+".name", "map %s has %d-byte values, want 8 (u64)", config.Quote(name), ms.ValueSize)
 	}
 	if !readable(ms.Type) {
-		return nil, cfg.Errorf(path+".name", "map %q has type %s, want a hash or array map", name, ms.Type)
+		return nil, cfg.Errorf(path+".name", "map %s has type %s, want a hash or array map", config.Quote(name), ms.Type)
 	}
 	off := 0
 	for i, l := range labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
+		if err := checkLabel(cfg, lp, l, off, mp.KeySize); err != nil {
+			return nil, err
+		}
 		chain, err := env.NewChain(l.Decoders, l.Size, p.stackReader)
 		if err != nil {
 			var ce *decoder.ChainError
 			if errors.As(err, &ce) {
-				return nil, cfg.Errorf(fmt.Sprintf("%s.decoders[%d].name", lp, ce.Index), "%v", ce.Err)
+				return nil, cfg.Errorf(fmt.Sprintf("%s.decoders[%d].name", lp, ce.Index), "%s", config.Sanitize(ce.Err.Error()))
 			}
-			return nil, cfg.Errorf(lp+".decoders", "%v", err)
+			return nil, cfg.Errorf(lp+".decoders", "%s", config.Sanitize(err.Error()))
 		}
 		mp.Labels = append(mp.Labels, LabelPlan{Name: l.Name, Off: off, Size: l.Size, Chain: chain})
+		// checkLabel bounds size and padding and off+size <= KeySize, so
+		// this stays far from overflowing.
 		off += l.Size + l.Padding
 	}
 	if checkSize && off != mp.KeySize {
-		return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %q has %d-byte keys", off, name, mp.KeySize)
+		return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %s has %d-byte keys", off, config.Quote(name), mp.KeySize)
 	}
 	return mp, nil
 }
 
+// mapNames lists the object's maps for an error, as config.Quote shows
+// them, at most 16.
 func mapNames(spec *ebpf.CollectionSpec) string {
-	s := ""
-	for _, n := range sortedKeys(spec.Maps) {
-		if s != "" {
-			s += ", "
-		}
-		s += n
-	}
-	if s == "" {
+	names := sortedKeys(spec.Maps)
+	if len(names) == 0 {
 		return "none"
 	}
-	return s
+	var b strings.Builder
+	for i, n := range names {
+		if i == 16 {
+			fmt.Fprintf(&b, ", and %d more", len(names)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if q := config.Quote(n); strings.HasPrefix(q, `"`) {
+			b.WriteString(n) // a short token
+		} else {
+			b.WriteString(q)
+		}
+	}
+	return b.String()
 }
 
 func isPerCPU(t ebpf.MapType) bool {
@@ -221,14 +314,23 @@ type Buckets struct {
 	Upper []float64
 	// Multiplier converts the raw sum into base units.
 	Multiplier float64
-	// index[slot] is the bucket of a slot, -1 for none; slots past the end
-	// of index go to +Inf only.
-	index []int
 	// SumSlot holds the sum (-1: none).
 	SumSlot int64
+
+	// exp2, exp2zero and linear: slots min..max are buckets 0..max-min,
+	// slots below min count in bucket 0, slots above max in +Inf only.
+	min, max uint64
+	// fixed: keys are the bucket_keys as slots, ascending; index[slot] is
+	// the bucket of a slot (-1: none) when the largest key is below
+	// config.MaxBuckets, else keys are searched.
+	fixed bool
+	keys  []uint64
+	index []int32
 }
 
-// NewBuckets computes bounds for a validated histogram config.
+// NewBuckets computes bounds for a validated histogram config. It never
+// makes more than config.MaxBuckets buckets: the excess of an unvalidated
+// config is left out (Compile refuses such configs).
 func NewBuckets(h *config.Histogram) Buckets {
 	mult := h.BucketMultiplier
 	if mult == 0 {
@@ -237,25 +339,33 @@ func NewBuckets(h *config.Histogram) Buckets {
 	b := Buckets{Multiplier: mult, SumSlot: -1}
 	switch h.BucketType {
 	case config.BucketFixed:
-		maxKey := int(h.BucketKeys[len(h.BucketKeys)-1])
-		b.index = make([]int, maxKey+1)
-		for i := range b.index {
-			b.index[i] = -1
-		}
-		for i, k := range h.BucketKeys {
-			b.index[int(k)] = i
+		b.fixed = true
+		keys := h.BucketKeys[:min(len(h.BucketKeys), config.MaxBuckets)]
+		for _, k := range keys {
+			if !(k >= 0 && k <= config.MaxSlot) {
+				k = 0 // not a slot: only an unvalidated config has it
+			}
+			b.keys = append(b.keys, uint64(k))
 			b.Upper = append(b.Upper, k*mult)
 		}
-	default:
-		b.index = make([]int, h.BucketMax+1)
-		for slot := 0; slot <= h.BucketMax; slot++ {
-			i := slot - h.BucketMin
-			if i < 0 {
-				i = 0 // below bucket_min: counts in the first bucket
+		if n := len(b.keys); n > 0 && b.keys[n-1] < config.MaxBuckets {
+			b.index = make([]int32, b.keys[n-1]+1)
+			for i := range b.index {
+				b.index[i] = -1
 			}
-			b.index[slot] = i
+			for i, k := range b.keys {
+				// Equal keys: the slot goes to the last of them.
+				b.index[k] = int32(i)
+			}
 		}
-		for k := h.BucketMin; k <= h.BucketMax; k++ {
+	default:
+		lo, hi := max(h.BucketMin, 0), max(h.BucketMax, 0)
+		hi = min(hi, lo+config.MaxBuckets-1)
+		if h.BucketMax < lo {
+			hi = lo - 1 // no buckets
+		}
+		b.min, b.max = uint64(lo), uint64(hi)
+		for k := lo; k <= hi; k++ {
 			var up float64
 			switch h.BucketType {
 			case config.BucketExp2:
@@ -283,10 +393,27 @@ func (b *Buckets) Slot(slot uint64) int {
 	if b.SumSlot >= 0 && slot == uint64(b.SumSlot) {
 		return -2
 	}
-	if slot < uint64(len(b.index)) {
-		return b.index[slot]
+	if b.fixed {
+		if slot < uint64(len(b.index)) {
+			return int(b.index[slot])
+		}
+		if b.index != nil {
+			return -1
+		}
+		// The last key equal to slot, if any.
+		i := sort.Search(len(b.keys), func(i int) bool { return b.keys[i] > slot }) - 1
+		if i >= 0 && b.keys[i] == slot {
+			return i
+		}
+		return -1
 	}
-	return -1
+	if len(b.Upper) == 0 || slot > b.max {
+		return -1
+	}
+	if slot < b.min {
+		return 0 // below bucket_min: counts in the first bucket
+	}
+	return int(slot - b.min)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -152,6 +152,9 @@ func init() {
 // Whether the named programs exist is checked against the object when it
 // is loaded.
 func (c *Config) validateAlternatives() error {
+	if len(c.Alternatives) > MaxAlternatives {
+		return c.Errorf("alternatives", "%d groups, more than the limit of %d", len(c.Alternatives), MaxAlternatives)
+	}
 	groups := map[string]int{}
 	member := map[string]string{}
 	for i, g := range c.Alternatives {
@@ -159,49 +162,73 @@ func (c *Config) validateAlternatives() error {
 		if g.Name == "" {
 			return c.Errorf(path+".name", "missing group name")
 		}
-		if !groupNameRe.MatchString(g.Name) {
-			return c.Errorf(path+".name", "invalid group name %q (letters, digits, _ . -)", g.Name)
+		if len(g.Name) > MaxNameLen || !groupNameRe.MatchString(g.Name) {
+			return c.Errorf(path+".name", "invalid group name %s (at most %d letters, digits, _ . -)", Quote(g.Name), MaxNameLen)
 		}
 		if j, ok := groups[g.Name]; ok {
-			return c.Errorf(path+".name", "group %q already defined at alternatives[%d]", g.Name, j)
+			return c.Errorf(path+".name", "group %s already defined at alternatives[%d]", Quote(g.Name), j)
 		}
 		groups[g.Name] = i
 		if len(g.Programs) == 0 {
-			return c.Errorf(path+".programs", "group %q has no programs", g.Name)
+			return c.Errorf(path+".programs", "group %s has no programs", Quote(g.Name))
+		}
+		if len(g.Programs) > MaxAlternatives {
+			return c.Errorf(path+".programs", "%d choices, more than the limit of %d", len(g.Programs), MaxAlternatives)
 		}
 		for j, ch := range g.Programs {
 			cp := fmt.Sprintf("%s.programs[%d]", path, j)
 			if len(ch) == 0 {
 				return c.Errorf(cp, "empty choice")
 			}
+			if len(ch) > MaxAlternatives {
+				return c.Errorf(cp, "%d programs, more than the limit of %d", len(ch), MaxAlternatives)
+			}
 			for _, p := range ch {
-				if !progNameRe.MatchString(p) {
-					return c.Errorf(cp, "invalid program name %q", p)
+				if len(p) > MaxProgramName || !progNameRe.MatchString(p) {
+					return c.Errorf(cp, "invalid program name %s", Quote(p))
 				}
 				if prev, ok := member[p]; ok {
-					return c.Errorf(cp, "program %q already listed at %s: a program may be in one choice only", p, prev)
+					return c.Errorf(cp, "program %s already listed at %s: a program may be in one choice only", Quote(p), prev)
 				}
 				member[p] = cp
 			}
 		}
 	}
 	if r := c.Requires; r.Kernel != "" {
-		if _, err := ParseKernelVersion(r.Kernel); err != nil || !kernelVersionRe.MatchString(r.Kernel) || strings.ContainsAny(r.Kernel, " -") {
-			return c.Errorf("requires.kernel", "invalid kernel version %q: want major.minor[.patch], e.g. \"5.15\"", r.Kernel)
+		if _, err := ParseKernelVersion(r.Kernel); err != nil || len(r.Kernel) > MaxKernelVersion || !kernelVersionRe.MatchString(r.Kernel) || strings.ContainsAny(r.Kernel, " -") {
+			return c.Errorf("requires.kernel", "invalid kernel version %s: want major.minor[.patch], e.g. \"5.15\"", Quote(r.Kernel))
 		}
+	}
+	if len(c.Requires.Features) > MaxFeatures {
+		return c.Errorf("requires.features", "%d features, more than the limit of %d", len(c.Requires.Features), MaxFeatures)
 	}
 	for i, f := range c.Requires.Features {
 		if _, ok := Features[f]; !ok {
-			return c.Errorf(fmt.Sprintf("requires.features[%d]", i), "unknown feature %q (known: %s)", f, strings.Join(FeatureNames(), ", "))
+			return c.Errorf(fmt.Sprintf("requires.features[%d]", i), "unknown feature %s (known: %s)", Quote(f), strings.Join(FeatureNames(), ", "))
 		}
+	}
+	if len(c.AttachTo) > MaxAttachTo {
+		return c.Errorf("attach_to", "%d entries, more than the limit of %d", len(c.AttachTo), MaxAttachTo)
 	}
 	for _, p := range attachToKeys(c.AttachTo) {
 		fn := c.AttachTo[p]
-		if !progNameRe.MatchString(p) {
-			return c.Errorf("attach_to", "invalid program name %q", p)
+		if len(p) > MaxProgramName || !progNameRe.MatchString(p) {
+			return c.Errorf("attach_to", "invalid program name %s", Quote(p))
 		}
-		if !kernelFuncRe.MatchString(fn) {
-			return c.Errorf("attach_to."+p, "invalid kernel function name %q", fn)
+		if len(fn) > MaxSymbol || !kernelFuncRe.MatchString(fn) {
+			path := "attach_to"
+			if strings.HasPrefix(Quote(p), `"`) {
+				path += "." + p // errors show only short names
+			}
+			return c.Errorf(path, "invalid kernel function name %s", Quote(fn))
+		}
+	}
+	if len(c.Kaddrs) > MaxKaddrs {
+		return c.Errorf("kaddrs", "%d symbols, more than the limit of %d", len(c.Kaddrs), MaxKaddrs)
+	}
+	for i, k := range c.Kaddrs {
+		if len(k) > MaxSymbol || !kernelFuncRe.MatchString(k) {
+			return c.Errorf(fmt.Sprintf("kaddrs[%d]", i), "invalid kernel symbol name %s", Quote(k))
 		}
 	}
 	return nil

@@ -54,7 +54,7 @@ func TestAlternativesErrors(t *testing.T) {
 		{"missing name", "alternatives:\n  - programs: [a]\n" + goodCounter,
 			`bad.yaml:2: alternatives[0].name: missing group name`},
 		{"bad name", "alternatives:\n  - name: a b\n    programs: [a]\n" + goodCounter,
-			`bad.yaml:2: alternatives[0].name: invalid group name "a b" (letters, digits, _ . -)`},
+			`bad.yaml:2: alternatives[0].name: invalid group name (a string of 3 bytes) (at most 128 letters, digits, _ . -)`},
 		{"duplicate group", "alternatives:\n  - name: a\n    programs: [x]\n  - name: a\n    programs: [y]\n" + goodCounter,
 			`bad.yaml:4: alternatives[1].name: group "a" already defined at alternatives[0]`},
 		{"no programs", "alternatives:\n  - name: a\n" + goodCounter,
@@ -74,7 +74,7 @@ func TestAlternativesErrors(t *testing.T) {
 		{"unknown feature", "requires:\n  features: [btf, kprobez]\n" + goodCounter,
 			`bad.yaml:2: requires.features[1]: unknown feature "kprobez" (known: btf, fentry, kprobes, raw_tracepoints, tp_btf, tracepoints, uprobes)`},
 		{"bad function", "attach_to:\n  p: do sendfile\n" + goodCounter,
-			`bad.yaml:2: attach_to.p: invalid kernel function name "do sendfile"`},
+			`bad.yaml:2: attach_to.p: invalid kernel function name (a string of 11 bytes)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("bad.yaml", []byte(tc.yaml))

@@ -17,7 +17,12 @@
 // Errors name the file, the line where yaml.v3 gives one, the field path and
 // the offending value, e.g.
 //
-//	timers.yaml:7: metrics.counters[0].labels[0].size: must be > 0, got 0
+//	timers.yaml:7: metrics.counters[0].labels[0].size: must be 1 to 4096 bytes, got 0
+//
+// A config is untrusted input: limits.go bounds its size and every number
+// and list in it, and errors show a value from the file only when it is a
+// short token (see Quote), since a config name may point at a secret file
+// and errors are served on the landing page.
 package config
 
 import (
@@ -25,12 +30,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
 // DefaultNamespace prefixes every metric name unless a config sets its own.
@@ -83,7 +91,8 @@ type Counter struct {
 	Name   string  `yaml:"name"`
 	Help   string  `yaml:"help"`
 	Labels []Label `yaml:"labels"`
-	// MaxSeries bounds the number of series exported (0: DefaultMaxSeries).
+	// MaxSeries bounds the number of series exported (0: DefaultMaxSeries;
+	// at most MaxMaxSeries).
 	MaxSeries int `yaml:"max_series"`
 	// PerfEventArray and FlushInterval are ebpf_exporter keys for perf
 	// buffers; they are rejected with a clear error.
@@ -99,17 +108,20 @@ type Histogram struct {
 	Labels []Label `yaml:"labels"`
 	// BucketType is exp2, exp2zero, linear or fixed.
 	BucketType BucketType `yaml:"bucket_type"`
-	// BucketMin and BucketMax bound the slots that become buckets.
+	// BucketMin and BucketMax bound the slots that become buckets: 0 to
+	// MaxSlot (63 for exp2 and exp2zero), at most MaxBuckets of them.
 	BucketMin int `yaml:"bucket_min"`
 	BucketMax int `yaml:"bucket_max"`
 	// BucketMultiplier converts a bucket bound into base units, e.g. 1e-6
-	// for microseconds → seconds. Zero means 1.
+	// for microseconds → seconds. Zero means 1; otherwise it must be finite
+	// and > 0, and keep the largest bound finite.
 	BucketMultiplier float64 `yaml:"bucket_multiplier"`
-	// BucketKeys are the slot values of a fixed histogram, ascending.
+	// BucketKeys are the slot values of a fixed histogram, ascending:
+	// integers from 0 to MaxSlot, at most MaxBuckets of them.
 	BucketKeys []float64 `yaml:"bucket_keys"`
 	// SumBucket is the slot that holds the sum of observed values (in
 	// bucket units). Nil means bucket_max+1 for exp2, exp2zero and linear,
-	// and no sum for fixed.
+	// and no sum for fixed. At most MaxSlot.
 	SumBucket *int `yaml:"sum_bucket"`
 	MaxSeries int  `yaml:"max_series"`
 }
@@ -117,9 +129,11 @@ type Histogram struct {
 // Label is one field of a map key.
 type Label struct {
 	Name string `yaml:"name"`
-	// Size is the field width in bytes.
+	// Size is the field width in bytes, 1 to MaxLabelSize.
 	Size int `yaml:"size"`
-	// Padding is skipped after the field (alignment holes in C structs).
+	// Padding is skipped after the field (alignment holes in C structs),
+	// 0 to MaxPadding bytes. The labels of a key take at most MaxKeySize
+	// bytes in all.
 	Padding  int       `yaml:"padding"`
 	Decoders []Decoder `yaml:"decoders"`
 }
@@ -151,11 +165,18 @@ const DefaultMaxSeries = 10000
 
 // Error is a config error at a position. Its text is
 // "<file>:<line>: <path>: <message>" (":<line>" when known).
+//
+// Msg never quotes more of the file than a short token (see Quote), and the
+// text is valid UTF-8.
 type Error struct {
 	File string
 	Line int
 	Path string
 	Msg  string
+	// Err is the cause when the file could not be read (a *bounded.Error:
+	// errors.Is matches os.ErrNotExist, bounded.ErrNotRegular and
+	// bounded.ErrTooLarge), nil otherwise.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -170,8 +191,11 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Msg)
-	return b.String()
+	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }
+
+// Unwrap returns the cause of a read error (see Err).
+func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf returns an *Error for the field at path (as in
 // "metrics.counters[0].labels[1].size"), with the line of that field when the
@@ -181,12 +205,19 @@ func (c *Config) Errorf(path, format string, args ...any) error {
 }
 
 // Load reads and validates <dir>/<name>.yaml. The object path is set to
-// <dir>/<name>.bpf.o but not opened. Errors are *Error values.
+// <dir>/<name>.bpf.o but not opened. name must pass CheckName. The file is
+// read with bounded.ReadFile: it must be a regular file (a FIFO or a device
+// is refused at once) of at most MaxFileSize bytes. Errors are *Error
+// values; for a file that could not be read, errors.Is matches
+// os.ErrNotExist, bounded.ErrNotRegular or bounded.ErrTooLarge.
 func Load(dir, name string) (*Config, error) {
+	if err := CheckName(name); err != nil {
+		return nil, &Error{File: dir, Msg: err.Error()}
+	}
 	file := filepath.Join(dir, name+".yaml")
-	data, err := os.ReadFile(file)
+	data, err := bounded.ReadFile(file, "config", MaxFileSize)
 	if err != nil {
-		return nil, &Error{File: file, Msg: err.Error()}
+		return nil, &Error{File: file, Msg: readReason(err), Err: err}
 	}
 	c, err := Parse(file, data)
 	if err != nil {
@@ -197,10 +228,48 @@ func Load(dir, name string) (*Config, error) {
 	return c, nil
 }
 
+// readReason is the reason of a read error, without the path (which
+// *Error already shows).
+func readReason(err error) string {
+	var be *bounded.Error
+	if errors.As(err, &be) {
+		switch {
+		case errors.Is(be.Err, bounded.ErrTooLarge):
+			return fmt.Sprintf("larger than the %s limit of a config", bounded.Size(be.Limit))
+		case errors.Is(be.Err, bounded.ErrNotRegular):
+			return be.Err.Error()
+		}
+		err = be.Err
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
 // Parse decodes YAML strictly (unknown keys are errors) and validates it.
-// file is used in error messages only.
+// file is used in error messages only. data longer than MaxFileSize is
+// refused. Errors are *Error values.
 func Parse(file string, data []byte) (*Config, error) {
 	c := &Config{File: file, Name: strings.TrimSuffix(filepath.Base(file), ".yaml")}
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: file, Msg: fmt.Sprintf("larger than the %s limit of a config", bounded.Size(MaxFileSize))}
+	}
+	// The node tree first: parsing is linear in the input, while decoding
+	// into structs checks each mapping for duplicate keys in quadratic
+	// time and expands aliases, so the tree's shape is bounded before.
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(file, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, &Error{File: file, Msg: "empty config"}
+	}
+	c.root = &root
+	if err := checkShape(file, &root); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
@@ -209,45 +278,157 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 		return nil, yamlError(file, err)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err == nil {
-		c.root = &root
-	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
-var unknownField = regexp.MustCompile(`^field (\S+) not found in type config\.(\w+)$`)
-var wrongType = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.*)$")
+// checkShape bounds what decoding the tree into structs costs: at most
+// MaxNodes nodes with aliases expanded, at most MaxMapping entries in a
+// mapping, and at most MaxMappingWork for the sum over mappings of their
+// entries squared (yaml.v3 compares every pair of keys of a mapping). A
+// static_map's mapping is decoded in linear time by Decoder.UnmarshalYAML
+// instead, so it is bounded by MaxStaticMap entries alone.
+func checkShape(file string, root *yaml.Node) error {
+	nodes, work := 0, 0
+	fail := func(n *yaml.Node, path []string, format string, args ...any) error {
+		return &Error{File: file, Line: n.Line, Path: strings.Join(path, ""), Msg: fmt.Sprintf(format, args...)}
+	}
+	var walk func(n *yaml.Node, path []string) error
+	walk = func(n *yaml.Node, path []string) error {
+		if n == nil {
+			return nil
+		}
+		if nodes++; nodes > MaxNodes {
+			return fail(n, path, "more than %d YAML nodes (aliases expanded)", MaxNodes)
+		}
+		if len(path) > MaxDepth {
+			return fail(n, path, "nested deeper than %d levels (aliases expanded)", MaxDepth)
+		}
+		switch n.Kind {
+		case yaml.AliasNode:
+			return walk(n.Alias, append(path, ""))
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				if err := walk(c, path); err != nil {
+					return err
+				}
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				if err := walk(c, append(path, fmt.Sprintf("[%d]", i))); err != nil {
+					return err
+				}
+			}
+		case yaml.MappingNode:
+			entries := len(n.Content) / 2
+			if staticMapPath(path) {
+				if entries > MaxStaticMap {
+					return fail(n, path, "a mapping of %d entries, more than the limit of %d", entries, MaxStaticMap)
+				}
+				break // decoded in linear time, see Decoder.UnmarshalYAML
+			}
+			if entries > MaxMapping {
+				return fail(n, path, "a mapping of %d entries, more than the limit of %d", entries, MaxMapping)
+			}
+			if work += entries * entries; work > MaxMappingWork {
+				return fail(n, path, "mappings too large in total: the sum of their squared sizes is over %d", MaxMappingWork)
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if err := walk(n.Content[i], path); err != nil {
+					return err
+				}
+				// Path elements are keys that Quote would show, else "?".
+				k := n.Content[i].Value
+				if !strings.HasPrefix(Quote(k), `"`) || k == "" {
+					k = "?"
+				}
+				if len(path) > 0 {
+					k = "." + k
+				}
+				if err := walk(n.Content[i+1], append(path, k)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(root, nil)
+}
+
+// staticMapPath reports whether path (as built by checkShape) leads to a
+// static_map's value, directly or through aliases.
+func staticMapPath(path []string) bool {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] != "" {
+			return path[i] == ".static_map"
+		}
+	}
+	return false
+}
+
+var (
+	yamlLine      = regexp.MustCompile(`^line (\d+): (.*)$`)
+	unknownField  = regexp.MustCompile(`^field (.*) not found in type config\.(\w+)$`)
+	fieldTwice    = regexp.MustCompile(`^field (.*) already set in type config\.(\w+)$`)
+	wrongTypeVal  = regexp.MustCompile("^cannot unmarshal (\\S+) `(.*)` into (.+)$")
+	wrongTypeKind = regexp.MustCompile(`^cannot unmarshal (\S+) into (.+)$`)
+)
 
 // yamlError rewrites yaml.v3 errors into our "file:line: message" form.
+// yaml.v3 quotes values from the file (up to 7 bytes of them); the
+// rewritten message shows only what Quote allows.
 func yamlError(file string, err error) error {
 	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
-			var line int
-			fmt.Sscan(m[1], &line)
-			return &Error{File: file, Line: line, Msg: m[2]}
-		}
-		return &Error{File: file, Msg: msg}
+	var msg string
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		// Report the first problem; yaml.v3 lists them in document order.
+		msg = te.Errors[0]
+	} else {
+		msg = strings.TrimPrefix(err.Error(), "yaml: ")
 	}
-	// Report the first problem; yaml.v3 lists them in document order.
-	msg := te.Errors[0]
 	e := &Error{File: file, Msg: msg}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		fmt.Sscan(m[1], &e.Line)
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			e.Line = n
+		}
 		e.Msg = m[2]
 	}
-	if m := unknownField.FindStringSubmatch(e.Msg); m != nil {
-		e.Msg = fmt.Sprintf("unknown key %q in %s", m[1], typeNoun(m[2]))
-	} else if m := wrongType.FindStringSubmatch(e.Msg); m != nil {
-		e.Msg = fmt.Sprintf("wrong type: got %s %q, want %s", yamlKind(m[1]), m[2], goTypeNoun(m[3]))
-	}
+	e.Msg = yamlMessage(e.Msg)
 	return e
+}
+
+// yamlMessage rewrites one yaml.v3 message (without its "line N: ").
+func yamlMessage(msg string) string {
+	if m := unknownField.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("unknown key %s in %s", Quote(m[1]), typeNoun(m[2]))
+	}
+	if m := fieldTwice.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("key %s set twice in %s", Quote(m[1]), typeNoun(m[2]))
+	}
+	if m := wrongTypeVal.FindStringSubmatch(msg); m != nil {
+		kind, ok := yamlKind(m[1])
+		if !ok {
+			return fmt.Sprintf("wrong type: got a value with a custom tag, want %s", goTypeNoun(m[3]))
+		}
+		// yaml.v3 shows values longer than 10 bytes as their first 7 and "...".
+		if len(m[2]) == 10 && strings.HasSuffix(m[2], "...") {
+			return fmt.Sprintf("wrong type: got a %s of more than 10 bytes, want %s", kind, goTypeNoun(m[3]))
+		}
+		if q := Quote(m[2]); strings.HasPrefix(q, `"`) {
+			return fmt.Sprintf("wrong type: got %s %s, want %s", kind, q, goTypeNoun(m[3]))
+		}
+		return fmt.Sprintf("wrong type: got a %s of %d bytes, want %s", kind, len(m[2]), goTypeNoun(m[3]))
+	}
+	if m := wrongTypeKind.FindStringSubmatch(msg); m != nil {
+		kind, ok := yamlKind(m[1])
+		if !ok {
+			kind = "value with a custom tag"
+		}
+		return fmt.Sprintf("wrong type: got a %s, want %s", kind, goTypeNoun(m[2]))
+	}
+	return Sanitize(msg)
 }
 
 func typeNoun(goType string) string {
@@ -271,22 +452,32 @@ func typeNoun(goType string) string {
 	return goType
 }
 
-func yamlKind(tag string) string {
+// yamlKind names a yaml.v3 short tag ("!!str" → "string"); ok is false
+// for a custom tag, which comes from the file.
+func yamlKind(tag string) (string, bool) {
 	switch tag {
-	case "str":
-		return "string"
-	case "int":
-		return "integer"
-	case "float":
-		return "number"
-	case "bool":
-		return "boolean"
-	case "seq":
-		return "list"
-	case "map":
-		return "mapping"
+	case "!!str":
+		return "string", true
+	case "!!int":
+		return "integer", true
+	case "!!float":
+		return "number", true
+	case "!!bool":
+		return "boolean", true
+	case "!!seq":
+		return "list", true
+	case "!!map":
+		return "mapping", true
+	case "!!null":
+		return "null", true
+	case "!!binary":
+		return "binary", true
+	case "!!timestamp":
+		return "timestamp", true
+	case "!!merge":
+		return "merge key", true
 	}
-	return tag
+	return "", false
 }
 
 func goTypeNoun(t string) string {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +49,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty", "", `bad.yaml: empty config`},
 		{"no metrics", "namespace: x\n", `bad.yaml:1: metrics: no counters or histograms defined`},
 		{"zero size", strings.Replace(goodCounter, "size: 8", "size: 0", 1),
-			`bad.yaml:7: metrics.counters[0].labels[0].size: must be > 0, got 0`},
+			`bad.yaml:7: metrics.counters[0].labels[0].size: must be 1 to 4096 bytes, got 0`},
 		{"missing help", strings.Replace(goodCounter, "      help: Timers started\n", "", 1),
 			`bad.yaml:3: metrics.counters[0].help: missing help for metric "timer_starts_total"`},
 		{"bad metric name", strings.Replace(goodCounter, "timer_starts_total", "timer-starts", 1),
@@ -98,9 +99,12 @@ func histogram(bucketType, bucketLabel string) string {
 func TestLoadMissingFile(t *testing.T) {
 	dir := t.TempDir()
 	_, err := Load(dir, "nope")
-	want := filepath.Join(dir, "nope.yaml") + ": open " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"
+	want := filepath.Join(dir, "nope.yaml") + ": open: no such file or directory"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("errors.Is(%v, os.ErrNotExist) = false", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "ok.yaml"), []byte(goodCounter), 0o644); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Uprobe attaches one program whose ELF section is a bare SEC("uprobe") or
@@ -144,12 +145,23 @@ var probeTypeNouns = map[string]string{
 // each program exists in the object, with a matching section, is checked
 // when the object is loaded.
 func (c *Config) validateProbes() error {
+	for _, l := range []struct {
+		key string
+		n   int
+	}{{"uprobes", len(c.Uprobes)}, {"usdt", len(c.USDT)}, {"perf_events", len(c.PerfEvents)}} {
+		if l.n > MaxProbes {
+			return c.Errorf(l.key, "%d entries, more than the limit of %d", l.n, MaxProbes)
+		}
+	}
 	checkProgram := func(path, prog string) error {
 		if prog == "" {
 			return c.Errorf(path+".program", "missing program (the C function name of the BPF program)")
 		}
+		if len(prog) > MaxProgramName {
+			return c.Errorf(path+".program", "program name longer than %d bytes (%d)", MaxProgramName, len(prog))
+		}
 		if !metricNameRe.MatchString(prog) {
-			return c.Errorf(path+".program", "invalid program name %q: want a C function name", prog)
+			return c.Errorf(path+".program", "invalid program name %s: want a C function name", Quote(prog))
 		}
 		return nil
 	}
@@ -157,14 +169,29 @@ func (c *Config) validateProbes() error {
 		if bin == "" {
 			return c.Errorf(path+".binary", "missing binary (absolute path of an executable or shared library)")
 		}
+		if len(bin) > MaxPath {
+			return c.Errorf(path+".binary", "path longer than %d bytes (%d)", MaxPath, len(bin))
+		}
 		if !filepath.IsAbs(bin) {
-			return c.Errorf(path+".binary", "binary must be an absolute path, got %q", bin)
+			return c.Errorf(path+".binary", "binary must be an absolute path, got %s", Quote(bin))
+		}
+		if strings.IndexByte(bin, 0) >= 0 || !utf8.ValidString(bin) {
+			return c.Errorf(path+".binary", "path holds a NUL byte or is not valid UTF-8")
+		}
+		return nil
+	}
+	checkSymbol := func(path, sym string) error {
+		if len(sym) > MaxSymbol {
+			return c.Errorf(path, "longer than %d bytes (%d)", MaxSymbol, len(sym))
+		}
+		if strings.IndexByte(sym, 0) >= 0 {
+			return c.Errorf(path, "holds a NUL byte")
 		}
 		return nil
 	}
 	checkPID := func(path string, pid int) error {
-		if pid < 0 {
-			return c.Errorf(path+".pid", "must be >= 0, got %d", pid)
+		if pid < 0 || pid > MaxPID {
+			return c.Errorf(path+".pid", "must be 0 (every process) to %d, got %d", MaxPID, pid)
 		}
 		return nil
 	}
@@ -176,8 +203,14 @@ func (c *Config) validateProbes() error {
 		if err := checkBinary(path, u.Binary); err != nil {
 			return err
 		}
+		if err := checkSymbol(path+".symbol", u.Symbol); err != nil {
+			return err
+		}
 		if u.Symbol == "" && u.Offset == 0 {
 			return c.Errorf(path, "want a symbol, an offset, or both")
+		}
+		if u.Offset > MaxOffset {
+			return c.Errorf(path+".offset", "must be < %d (the size limit of a target binary), got %d", uint64(MaxOffset), u.Offset)
 		}
 		if err := checkPID(path, u.PID); err != nil {
 			return err
@@ -194,8 +227,14 @@ func (c *Config) validateProbes() error {
 		if u.Provider == "" {
 			return c.Errorf(path+".provider", "missing USDT provider")
 		}
+		if err := checkSymbol(path+".provider", u.Provider); err != nil {
+			return err
+		}
 		if u.Name == "" {
 			return c.Errorf(path+".name", "missing USDT probe name")
+		}
+		if err := checkSymbol(path+".name", u.Name); err != nil {
+			return err
 		}
 		if err := checkPID(path, u.PID); err != nil {
 			return err
@@ -211,16 +250,20 @@ func (c *Config) validateProbes() error {
 			if p.Type == "" {
 				return c.Errorf(path+".type", "missing type (want software, hardware or hw_cache)")
 			}
-			return c.Errorf(path+".type", "unknown perf event type %q (want software, hardware or hw_cache)", p.Type)
+			return c.Errorf(path+".type", "unknown perf event type %s (want software, hardware or hw_cache)", Quote(p.Type))
 		}
 		if _, ok := LookupPerfEvent(p.Type, p.Name); !ok {
-			return c.Errorf(path+".name", "unknown %s perf event %q (known: %s)", p.Type, p.Name, strings.Join(sortedKeys(names), ", "))
+			return c.Errorf(path+".name", "unknown %s perf event %s (known: %s)", p.Type, Quote(p.Name), strings.Join(sortedKeys(names), ", "))
 		}
 		switch {
 		case p.Frequency == 0 && p.Period == 0:
 			return c.Errorf(path, "want frequency (samples per second per CPU) or period (events per sample)")
 		case p.Frequency != 0 && p.Period != 0:
 			return c.Errorf(path+".period", "set frequency or period, not both")
+		case p.Frequency > MaxPerfFrequency:
+			return c.Errorf(path+".frequency", "must be 1 to %d samples per second, got %d", MaxPerfFrequency, p.Frequency)
+		case p.Period > MaxPerfPeriod:
+			return c.Errorf(path+".period", "must be 1 to %d events, got %d", uint64(MaxPerfPeriod), p.Period)
 		}
 	}
 	return nil

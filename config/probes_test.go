@@ -64,7 +64,7 @@ func TestParseProbeErrors(t *testing.T) {
 		{"uprobe no symbol or offset", "uprobes:\n  - program: p\n    binary: /bin/x\n",
 			"bad.yaml:11: uprobes[0]: want a symbol, an offset, or both"},
 		{"uprobe negative pid", "uprobes:\n  - program: p\n    binary: /bin/x\n    symbol: f\n    pid: -1\n",
-			"bad.yaml:14: uprobes[0].pid: must be >= 0, got -1"},
+			"bad.yaml:14: uprobes[0].pid: must be 0 (every process) to 4194304, got -1"},
 		{"uprobe unknown key", "uprobes:\n  - program: p\n    binray: /bin/x\n",
 			`bad.yaml:12: unknown key "binray" in uprobes entry`},
 		{"usdt no provider", "usdt:\n  - program: p\n    binary: /bin/x\n    name: n\n",

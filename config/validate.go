@@ -2,8 +2,11 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"regexp"
-	"sort"
+	"regexp/syntax"
+	"strings"
+	"unicode/utf8"
 )
 
 var metricNameRe = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
@@ -11,30 +14,63 @@ var metricNameRe = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 // BucketLabel is the name of the label that holds a histogram's slot.
 const BucketLabel = "bucket"
 
-func (c *Config) validate() error {
-	if c.Namespace != "" && !metricNameRe.MatchString(c.Namespace) {
-		return c.Errorf("namespace", "invalid metric namespace %q", c.Namespace)
+// ReservedLabel reports why a label name is reserved by Prometheus, or ""
+// when it is not: "le" is the bucket bound of a histogram, "quantile" that
+// of a summary, and names starting with "__" are internal to Prometheus.
+// A histogram with a label "le" would corrupt the whole exposition.
+func ReservedLabel(name string, histogram bool) string {
+	switch {
+	case strings.HasPrefix(name, "__"):
+		return "label names starting with __ are reserved by Prometheus"
+	case name == "quantile":
+		return `"quantile" is reserved by Prometheus for summaries`
+	case name == "le" && histogram:
+		return `"le" is reserved by Prometheus for histogram buckets`
 	}
-	if len(c.Metrics.Counters)+len(c.Metrics.Histograms) == 0 {
+	return ""
+}
+
+func (c *Config) validate() error {
+	if len(c.Namespace) > MaxNamespace {
+		return c.Errorf("namespace", "longer than %d bytes (%d)", MaxNamespace, len(c.Namespace))
+	}
+	if c.Namespace != "" && !metricNameRe.MatchString(c.Namespace) {
+		return c.Errorf("namespace", "invalid metric namespace %s", Quote(c.Namespace))
+	}
+	n := len(c.Metrics.Counters) + len(c.Metrics.Histograms)
+	if n == 0 {
 		return c.Errorf("metrics", "no counters or histograms defined")
+	}
+	if n > MaxMetrics {
+		return c.Errorf("metrics", "%d metrics, more than the limit of %d", n, MaxMetrics)
 	}
 	seen := map[string]string{}
 	checkName := func(path, name, help string) error {
 		if name == "" {
 			return c.Errorf(path+".name", "missing metric name")
 		}
+		if len(name) > MaxNameLen {
+			return c.Errorf(path+".name", "metric name longer than %d bytes (%d)", MaxNameLen, len(name))
+		}
 		if !metricNameRe.MatchString(name) {
-			return c.Errorf(path+".name", "invalid metric name %q", name)
+			return c.Errorf(path+".name", "invalid metric name %s", Quote(name))
 		}
 		if prev, ok := seen[name]; ok {
-			return c.Errorf(path+".name", "metric %q already defined at %s", name, prev)
+			return c.Errorf(path+".name", "metric %s already defined at %s", Quote(name), prev)
 		}
 		seen[name] = path
 		if help == "" {
-			return c.Errorf(path+".help", "missing help for metric %q", name)
+			return c.Errorf(path+".help", "missing help for metric %s", Quote(name))
+		}
+		if len(help) > MaxHelp {
+			return c.Errorf(path+".help", "longer than %d bytes (%d)", MaxHelp, len(help))
+		}
+		if !utf8.ValidString(help) {
+			return c.Errorf(path+".help", "not valid UTF-8")
 		}
 		return nil
 	}
+	budget := &decoderBudget{regexps: MaxRegexpsTotal, regexpCost: MaxRegexpCostTotal, staticMap: MaxStaticMapTotal}
 	for i, m := range c.Metrics.Counters {
 		path := fmt.Sprintf("metrics.counters[%d]", i)
 		if err := checkName(path, m.Name, m.Help); err != nil {
@@ -43,19 +79,20 @@ func (c *Config) validate() error {
 		if m.PerfEventArray {
 			return c.Errorf(path+".perf_event_array", "perf event arrays are not supported; keep counts in a map")
 		}
-		if m.MaxSeries < 0 {
-			return c.Errorf(path+".max_series", "must be >= 0, got %d", m.MaxSeries)
+		if err := c.checkMaxSeries(path, m.MaxSeries); err != nil {
+			return err
 		}
-		if err := c.validateLabels(path, m.Labels); err != nil {
+		if err := c.validateLabels(path, m.Labels, false, budget); err != nil {
 			return err
 		}
 	}
-	for i, h := range c.Metrics.Histograms {
+	for i := range c.Metrics.Histograms {
+		h := &c.Metrics.Histograms[i]
 		path := fmt.Sprintf("metrics.histograms[%d]", i)
 		if err := checkName(path, h.Name, h.Help); err != nil {
 			return err
 		}
-		if err := c.validateHistogram(path, &h); err != nil {
+		if err := c.validateHistogram(path, h, budget); err != nil {
 			return err
 		}
 	}
@@ -68,17 +105,30 @@ func (c *Config) validate() error {
 	return nil
 }
 
-func (c *Config) validateHistogram(path string, h *Histogram) error {
+func (c *Config) checkMaxSeries(path string, v int) error {
+	if v < 0 || v > MaxMaxSeries {
+		return c.Errorf(path+".max_series", "must be 0 (default %d) to %d, got %d", DefaultMaxSeries, MaxMaxSeries, v)
+	}
+	return nil
+}
+
+func (c *Config) validateHistogram(path string, h *Histogram, budget *decoderBudget) error {
 	switch h.BucketType {
 	case BucketExp2, BucketExp2Zero, BucketLinear:
-		if h.BucketMin < 0 {
-			return c.Errorf(path+".bucket_min", "must be >= 0, got %d", h.BucketMin)
+		if h.BucketMin < 0 || h.BucketMin > MaxSlot {
+			return c.Errorf(path+".bucket_min", "must be 0 to %d, got %d", int64(MaxSlot), h.BucketMin)
 		}
 		if h.BucketMax < h.BucketMin {
 			return c.Errorf(path+".bucket_max", "must be >= bucket_min (%d), got %d", h.BucketMin, h.BucketMax)
 		}
 		if h.BucketType != BucketLinear && h.BucketMax > 63 {
 			return c.Errorf(path+".bucket_max", "must be <= 63 for %s buckets, got %d", h.BucketType, h.BucketMax)
+		}
+		if h.BucketMax > MaxSlot {
+			return c.Errorf(path+".bucket_max", "must be <= %d, got %d", int64(MaxSlot), h.BucketMax)
+		}
+		if n := h.BucketMax - h.BucketMin + 1; n > MaxBuckets {
+			return c.Errorf(path+".bucket_max", "%d buckets (bucket_min %d to bucket_max %d), more than the limit of %d", n, h.BucketMin, h.BucketMax, MaxBuckets)
 		}
 		if len(h.BucketKeys) > 0 {
 			return c.Errorf(path+".bucket_keys", "only allowed with bucket_type fixed, not %s", h.BucketType)
@@ -87,27 +137,34 @@ func (c *Config) validateHistogram(path string, h *Histogram) error {
 		if len(h.BucketKeys) == 0 {
 			return c.Errorf(path+".bucket_type", "fixed buckets need bucket_keys")
 		}
-		if !sort.Float64sAreSorted(h.BucketKeys) {
-			return c.Errorf(path+".bucket_keys", "must be ascending, got %v", h.BucketKeys)
+		if len(h.BucketKeys) > MaxBuckets {
+			return c.Errorf(path+".bucket_keys", "%d keys, more than the limit of %d", len(h.BucketKeys), MaxBuckets)
 		}
 		for i, k := range h.BucketKeys {
-			if k < 0 || k != float64(uint64(k)) {
-				return c.Errorf(fmt.Sprintf("%s.bucket_keys[%d]", path, i), "must be a non-negative integer slot, got %v", k)
+			kp := fmt.Sprintf("%s.bucket_keys[%d]", path, i)
+			if math.IsNaN(k) || k < 0 || k > MaxSlot || k != math.Trunc(k) {
+				return c.Errorf(kp, "must be an integer slot from 0 to %d, got %v", int64(MaxSlot), k)
+			}
+			if i > 0 && k < h.BucketKeys[i-1] {
+				return c.Errorf(kp, "bucket_keys must be ascending: %v after %v", k, h.BucketKeys[i-1])
 			}
 		}
 	case "":
 		return c.Errorf(path+".bucket_type", "missing bucket_type (want exp2, exp2zero, linear or fixed)")
 	default:
-		return c.Errorf(path+".bucket_type", "unknown bucket type %q (want exp2, exp2zero, linear or fixed)", h.BucketType)
+		return c.Errorf(path+".bucket_type", "unknown bucket type %s (want exp2, exp2zero, linear or fixed)", Quote(string(h.BucketType)))
 	}
-	if h.BucketMultiplier < 0 {
-		return c.Errorf(path+".bucket_multiplier", "must be >= 0, got %v", h.BucketMultiplier)
+	if m := h.BucketMultiplier; math.IsNaN(m) || math.IsInf(m, 0) || m < 0 {
+		return c.Errorf(path+".bucket_multiplier", "must be a finite number > 0 (or 0 for 1), got %v", m)
 	}
-	if h.SumBucket != nil && *h.SumBucket < 0 {
-		return c.Errorf(path+".sum_bucket", "must be >= 0, got %d", *h.SumBucket)
+	if top := h.topBound(); math.IsInf(top, 0) || math.IsNaN(top) {
+		return c.Errorf(path+".bucket_multiplier", "%v makes the largest bucket bound infinite", h.BucketMultiplier)
 	}
-	if h.MaxSeries < 0 {
-		return c.Errorf(path+".max_series", "must be >= 0, got %d", h.MaxSeries)
+	if h.SumBucket != nil && (*h.SumBucket < 0 || *h.SumBucket > MaxSlot) {
+		return c.Errorf(path+".sum_bucket", "must be 0 to %d, got %d", int64(MaxSlot), *h.SumBucket)
+	}
+	if err := c.checkMaxSeries(path, h.MaxSeries); err != nil {
+		return err
 	}
 	if len(h.Labels) == 0 || h.Labels[len(h.Labels)-1].Name != BucketLabel {
 		for i, l := range h.Labels {
@@ -115,47 +172,194 @@ func (c *Config) validateHistogram(path string, h *Histogram) error {
 				return c.Errorf(fmt.Sprintf("%s.labels[%d]", path, i), "the %q label must be the last label", BucketLabel)
 			}
 		}
-		return c.Errorf(path+".labels", "histogram %q has no %q label: its key must end with the bucket slot", h.Name, BucketLabel)
+		return c.Errorf(path+".labels", "histogram %s has no %q label: its key must end with the bucket slot", Quote(h.Name), BucketLabel)
 	}
 	if s := h.Labels[len(h.Labels)-1].Size; s != 1 && s != 2 && s != 4 && s != 8 {
 		return c.Errorf(fmt.Sprintf("%s.labels[%d].size", path, len(h.Labels)-1), "bucket label size must be 1, 2, 4 or 8 bytes, got %d", s)
 	}
-	return c.validateLabels(path, h.Labels)
+	return c.validateLabels(path, h.Labels, true, budget)
 }
 
-func (c *Config) validateLabels(path string, labels []Label) error {
+// topBound returns the largest bucket bound of a histogram whose slots are
+// in range, in base units.
+func (h *Histogram) topBound() float64 {
+	m := h.BucketMultiplier
+	if m == 0 {
+		m = 1
+	}
+	var top float64
+	switch h.BucketType {
+	case BucketExp2:
+		top = math.Ldexp(1, h.BucketMax)
+	case BucketExp2Zero:
+		top = math.Ldexp(1, max(h.BucketMax-1, 0))
+	case BucketLinear:
+		top = float64(h.BucketMax)
+	case BucketFixed:
+		if len(h.BucketKeys) > 0 {
+			top = h.BucketKeys[len(h.BucketKeys)-1]
+		}
+	}
+	return top * m
+}
+
+// decoderBudget is what is left of the per-config limits on decoder
+// settings.
+type decoderBudget struct {
+	regexps, regexpCost, staticMap int
+}
+
+func (c *Config) validateLabels(path string, labels []Label, histogram bool, budget *decoderBudget) error {
+	if len(labels) > MaxLabels {
+		return c.Errorf(path+".labels", "%d labels, more than the limit of %d", len(labels), MaxLabels)
+	}
 	names := map[string]bool{}
+	key := 0 // bytes so far; each term is bounded, so this cannot overflow
 	for i, l := range labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
 		if l.Name == "" {
 			return c.Errorf(lp+".name", "missing label name")
 		}
+		if len(l.Name) > MaxNameLen {
+			return c.Errorf(lp+".name", "label name longer than %d bytes (%d)", MaxNameLen, len(l.Name))
+		}
 		if !metricNameRe.MatchString(l.Name) {
-			return c.Errorf(lp+".name", "invalid label name %q", l.Name)
+			return c.Errorf(lp+".name", "invalid label name %s", Quote(l.Name))
+		}
+		if why := ReservedLabel(l.Name, histogram); why != "" {
+			return c.Errorf(lp+".name", "label name %s: %s", Quote(l.Name), why)
 		}
 		if names[l.Name] {
-			return c.Errorf(lp+".name", "duplicate label %q", l.Name)
+			return c.Errorf(lp+".name", "duplicate label %s", Quote(l.Name))
 		}
 		names[l.Name] = true
-		if l.Size <= 0 {
-			return c.Errorf(lp+".size", "must be > 0, got %d", l.Size)
+		if l.Size <= 0 || l.Size > MaxLabelSize {
+			return c.Errorf(lp+".size", "must be 1 to %d bytes, got %d", MaxLabelSize, l.Size)
 		}
-		if l.Padding < 0 {
-			return c.Errorf(lp+".padding", "must be >= 0, got %d", l.Padding)
+		if l.Padding < 0 || l.Padding > MaxPadding {
+			return c.Errorf(lp+".padding", "must be 0 to %d bytes, got %d", MaxPadding, l.Padding)
+		}
+		key += l.Size + l.Padding
+		if key > MaxKeySize {
+			return c.Errorf(lp+".size", "labels up to here take %d bytes, more than the %d-byte limit of a map key", key, MaxKeySize)
 		}
 		if len(l.Decoders) == 0 && l.Name != BucketLabel {
-			return c.Errorf(lp+".decoders", "label %q has no decoders", l.Name)
+			return c.Errorf(lp+".decoders", "label %s has no decoders", Quote(l.Name))
+		}
+		if len(l.Decoders) > MaxDecoders {
+			return c.Errorf(lp+".decoders", "%d decoders, more than the limit of %d", len(l.Decoders), MaxDecoders)
 		}
 		for j, d := range l.Decoders {
-			if d.Name == "" {
-				return c.Errorf(fmt.Sprintf("%s.decoders[%d].name", lp, j), "missing decoder name")
+			if err := c.validateDecoder(fmt.Sprintf("%s.decoders[%d]", lp, j), d, budget); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// KeySize returns the number of key bytes the labels consume.
+// decoderNameRe is what a decoder name looks like; whether the decoder
+// exists is checked when the config is compiled.
+var decoderNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+func (c *Config) validateDecoder(dp string, d Decoder, budget *decoderBudget) error {
+	if d.Name == "" {
+		return c.Errorf(dp+".name", "missing decoder name")
+	}
+	if len(d.Name) > MaxNameLen || !decoderNameRe.MatchString(d.Name) {
+		return c.Errorf(dp+".name", "invalid decoder name %s", Quote(d.Name))
+	}
+	if len(d.Regexps) > MaxRegexps {
+		return c.Errorf(dp+".regexps", "%d patterns, more than the limit of %d", len(d.Regexps), MaxRegexps)
+	}
+	if budget.regexps -= len(d.Regexps); budget.regexps < 0 {
+		return c.Errorf(dp+".regexps", "more than %d patterns in the config", MaxRegexpsTotal)
+	}
+	for k, re := range d.Regexps {
+		rp := fmt.Sprintf("%s.regexps[%d]", dp, k)
+		if len(re) > MaxRegexpLen {
+			return c.Errorf(rp, "pattern of %d bytes, longer than the limit of %d", len(re), MaxRegexpLen)
+		}
+		cost, err := regexpCost(re)
+		if err != nil {
+			return c.Errorf(rp, "pattern %s does not compile: %s", Quote(re), regexpReason(err))
+		}
+		if cost > MaxRegexpCost {
+			return c.Errorf(rp, "pattern %s expands to about %d instructions, more than the limit of %d", Quote(re), cost, MaxRegexpCost)
+		}
+		if budget.regexpCost -= cost; budget.regexpCost < 0 {
+			return c.Errorf(rp, "the config's patterns expand to more than %d instructions", MaxRegexpCostTotal)
+		}
+		if _, err := regexp.Compile(re); err != nil {
+			return c.Errorf(rp, "pattern %s does not compile: %s", Quote(re), regexpReason(err))
+		}
+	}
+	if len(d.StaticMap) > MaxStaticMap {
+		return c.Errorf(dp+".static_map", "%d entries, more than the limit of %d", len(d.StaticMap), MaxStaticMap)
+	}
+	if budget.staticMap -= len(d.StaticMap); budget.staticMap < 0 {
+		return c.Errorf(dp+".static_map", "more than %d static_map entries in the config", MaxStaticMapTotal)
+	}
+	for k, v := range d.StaticMap {
+		if len(k) > MaxStaticKey {
+			return c.Errorf(dp+".static_map", "a key of %d bytes, longer than the limit of %d", len(k), MaxStaticKey)
+		}
+		if len(v) > MaxStaticValue {
+			return c.Errorf(dp+".static_map", "the value of key %s is %d bytes, longer than the limit of %d", Quote(k), len(v), MaxStaticValue)
+		}
+		if !utf8.ValidString(v) {
+			return c.Errorf(dp+".static_map", "the value of key %s is not valid UTF-8", Quote(k))
+		}
+	}
+	if len(d.StackMap) > MaxNameLen || (d.StackMap != "" && !metricNameRe.MatchString(d.StackMap)) {
+		return c.Errorf(dp+".stack_map", "invalid map name %s", Quote(d.StackMap))
+	}
+	return nil
+}
+
+// regexpCost parses a pattern (which costs no more than its length) and
+// estimates the instructions of its compiled program: counted repetitions
+// ("x{1000}") are expanded when a pattern compiles, so a short pattern can
+// make a program of millions of instructions.
+func regexpCost(re string) (int, error) {
+	t, err := syntax.Parse(re, syntax.Perl)
+	if err != nil {
+		return 0, err
+	}
+	return progCost(t), nil
+}
+
+func progCost(t *syntax.Regexp) int {
+	n := 1
+	for _, s := range t.Sub {
+		n += progCost(s)
+	}
+	switch t.Op {
+	case syntax.OpLiteral:
+		n += len(t.Rune)
+	case syntax.OpRepeat:
+		times := t.Max
+		if times < t.Min {
+			times = t.Min // {n,}
+		}
+		n = min(n*(times+1), MaxRegexpCostTotal+1)
+	}
+	return min(n, MaxRegexpCostTotal+1)
+}
+
+// regexpReason is the reason of a regexp.Compile error, without the
+// pattern (which it quotes).
+func regexpReason(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "error parsing regexp: ")
+	if i := strings.Index(msg, ": `"); i >= 0 {
+		msg = msg[:i]
+	}
+	return Sanitize(msg)
+}
+
+// KeySize returns the number of key bytes the labels consume. For labels
+// that passed validation it is at most MaxKeySize.
 func KeySize(labels []Label) int {
 	n := 0
 	for _, l := range labels {

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
@@ -212,6 +213,10 @@ func sources(progList, dir, names string) ([]exporter.Source, error) {
 			return nil, errors.New("--config.names needs --config.dir")
 		}
 		for _, n := range splitList(names) {
+			// Plain names only: a config is always <dir>/<name>.yaml.
+			if err := config.CheckName(n); err != nil {
+				return nil, fmt.Errorf("--config.names: %w", err)
+			}
 			out = append(out, exporter.Source{Name: n, Dir: dir})
 		}
 	}
