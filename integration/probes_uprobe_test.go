@@ -104,7 +104,10 @@ func TestUprobeBadTargets(t *testing.T) {
 	bad := map[string]struct{ target, reason string }{
 		"nosym":  {fmt.Sprintf("    binary: %s\n    symbol: no_such_function", bin), "symbol no_such_function: not found"},
 		"nofile": {"    binary: /nonexistent/ke_target\n    symbol: ke_work", "/nonexistent/ke_target: no such file or directory"},
-		"nopid":  {fmt.Sprintf("    binary: %s\n    symbol: ke_work\n    pid: 2147483600", bin), "process 2147483600 does not exist"},
+		// The kernel's PID_MAX_LIMIT is 4194304: a pid in range that no
+		// process has, and one out of range that validation refuses.
+		"nopid":  {fmt.Sprintf("    binary: %s\n    symbol: ke_work\n    pid: 4194303", bin), "process 4194303 does not exist"},
+		"bigpid": {fmt.Sprintf("    binary: %s\n    symbol: ke_work\n    pid: 2147483600", bin), "uprobes[0].pid: must be 0 (every process) to 4194304, got 2147483600"},
 	}
 	names := []string{"good"}
 	writeProbeConfig(t, dir, "good", uprobeConfig("good", fmt.Sprintf("    binary: %s\n    symbol: ke_work", bin)))
