@@ -18,8 +18,15 @@ import (
 // cacheFixture is fixture with a chosen decode cache size.
 func cacheFixture(t *testing.T, yaml string, cacheSize int, spec *ebpf.MapSpec) (*Config, *ebpf.Map) {
 	t.Helper()
+	return fileFixture(t, "test.yaml", yaml, cacheSize, spec)
+}
+
+// fileFixture is cacheFixture for a config file of the given name (the
+// config label of self-metrics).
+func fileFixture(t *testing.T, file, yaml string, cacheSize int, spec *ebpf.MapSpec) (*Config, *ebpf.Map) {
+	t.Helper()
 	needBPF(t)
-	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	cfg, err := config.Parse(file, []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

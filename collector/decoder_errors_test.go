@@ -6,11 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kernel-exporter/kernel_exporter/config"
-	"github.com/kernel-exporter/kernel_exporter/decoder"
 )
 
 // logRecords is a slog.Handler that keeps the records it gets.
@@ -85,36 +82,12 @@ func decoderErrorCounts(t *testing.T, c *Config) map[string]float64 {
 	return out
 }
 
-// namedFixture is cacheFixture for a config file of the given name.
-func namedFixture(t *testing.T, file, yaml string, spec *ebpf.MapSpec) (*Config, *ebpf.Map) {
-	t.Helper()
-	needBPF(t)
-	cfg, err := config.Parse(file, []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ebpf.NewMap(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	plan, err := Compile(cfg, &ebpf.CollectionSpec{Maps: map[string]*ebpf.MapSpec{spec.Name: spec}}, decoder.NewEnv(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(plan, &ebpf.Collection{Maps: map[string]*ebpf.Map{spec.Name: m}}, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, m
-}
-
 // TestHardening14DecoderErrorsVisible checks that a decoder failure is
 // counted under the decoder that failed and logged once, with the config,
 // metric, decoder and an error that shows the key only as a hex token.
 func TestHardening14DecoderErrorsVisible(t *testing.T) {
 	logs := captureLog(t)
-	c, m := namedFixture(t, "hardening14.yaml", counterYAML, opsSpec)
+	c, m := fileFixture(t, "hardening14.yaml", counterYAML, 100, opsSpec)
 	put(t, m, key(1, 7), 10)
 	for dev := uint32(1); dev <= 3; dev++ {
 		put(t, m, key(9, dev), 1) // op 9: no static_map entry

@@ -11,17 +11,7 @@ import (
 // entries, in flow style ({0: v0, 1: v1, ...}), the densest form.
 func staticMapConfig(n int) []byte {
 	var b strings.Builder
-	b.WriteString(`metrics:
-  counters:
-    - name: ops_total
-      help: ops
-      labels:
-        - name: op
-          size: 4
-          decoders:
-            - name: uint
-            - name: static_map
-              static_map: {`)
+	b.WriteString("            - name: uint\n            - name: static_map\n              static_map: {")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
@@ -29,7 +19,7 @@ func staticMapConfig(n int) []byte {
 		fmt.Fprintf(&b, "%d: v%d", i, i)
 	}
 	b.WriteString("}\n")
-	return []byte(b.String())
+	return []byte(counterWith(b.String()))
 }
 
 // parseTime is the least time of a few parses of data.

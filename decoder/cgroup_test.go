@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 func inode(t *testing.T, path string) uint64 {
@@ -171,16 +173,16 @@ func TestFindCgroup2(t *testing.T) {
 func TestCgroupReal(t *testing.T) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		skipOrFail(t, "cannot find the cgroup2 mount: %v", err)
+		testenv.SkipOrFail(t, "cannot find the cgroup2 mount: %v", err)
 	}
 	mount, root, ok := findCgroup2(data)
 	if !ok {
-		skipOrFail(t, "no cgroup2 mount in /proc/self/mountinfo")
+		testenv.SkipOrFail(t, "no cgroup2 mount in /proc/self/mountinfo")
 	}
 	name := "kernel_exporter_test_" + strconv.Itoa(os.Getpid())
 	dir := filepath.Join(mount, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		skipOrFail(t, "cannot create a cgroup (not root?): %v", err)
+		testenv.SkipOrFail(t, "cannot create a cgroup (not root?): %v", err)
 	}
 	defer os.Remove(dir)
 	id := inode(t, dir)

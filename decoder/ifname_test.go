@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 func TestIfname(t *testing.T) {
 	ifaces, err := net.Interfaces()
 	if err != nil {
-		skipOrFail(t, "cannot list network interfaces: %v", err)
+		testenv.SkipOrFail(t, "cannot list network interfaces: %v", err)
 	}
 	e := NewEnv(16)
 	d4 := mustNew(t, e, config.Decoder{Name: "ifname"}, 4)
@@ -35,7 +37,7 @@ func TestIfname(t *testing.T) {
 func TestIfnameLoopback(t *testing.T) {
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
-		skipOrFail(t, "no loopback interface: %v", err)
+		testenv.SkipOrFail(t, "no loopback interface: %v", err)
 	}
 	name, err := ifnameByIndex(uint32(lo.Index))
 	if err != nil || string(name) != "lo" {

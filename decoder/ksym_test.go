@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 // testKallsyms is a small kallsyms file: out of order (modules first),
@@ -147,7 +149,7 @@ func realSymbol(t *testing.T, name string) uint64 {
 	t.Helper()
 	f, err := os.Open("/proc/kallsyms")
 	if err != nil {
-		skipOrFail(t, "cannot read kernel symbols: %v", err)
+		testenv.SkipOrFail(t, "cannot read kernel symbols: %v", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -159,7 +161,7 @@ func realSymbol(t *testing.T, name string) uint64 {
 				t.Fatal(err)
 			}
 			if addr == 0 {
-				skipOrFail(t, "/proc/kallsyms hides addresses (not root, or no CAP_SYSLOG?)")
+				testenv.SkipOrFail(t, "/proc/kallsyms hides addresses (not root, or no CAP_SYSLOG?)")
 			}
 			return addr
 		}

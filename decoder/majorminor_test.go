@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 // mkdev encodes a dev_t the way the kernel does.
@@ -73,7 +75,7 @@ func TestMajorMinor(t *testing.T) {
 func TestMajorMinorReal(t *testing.T) {
 	entries, err := os.ReadDir("/sys/dev/block")
 	if err != nil {
-		skipOrFail(t, "cannot list block devices: %v", err)
+		testenv.SkipOrFail(t, "cannot list block devices: %v", err)
 	}
 	for _, ent := range entries {
 		data, err := os.ReadFile(filepath.Join("/sys/dev/block", ent.Name(), "uevent"))
@@ -96,5 +98,5 @@ func TestMajorMinorReal(t *testing.T) {
 		runCases(t, d, []decodeCase{{name: ent.Name(), in: u32(mkdev(uint32(major), uint32(minor))), out: name}})
 		return
 	}
-	skipOrFail(t, "no block device with a DEVNAME in /sys/dev/block")
+	testenv.SkipOrFail(t, "no block device with a DEVNAME in /sys/dev/block")
 }

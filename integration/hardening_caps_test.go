@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
 // Finding 13: the process kept every root capability for its whole life,
@@ -66,24 +68,16 @@ func unitCaps(t *testing.T) []string {
 	return b
 }
 
-// procCaps reads the Cap* and NoNewPrivs lines of a /proc status file.
+// procCaps is loader.StatusCaps as plain numbers, failing t on an error.
 func procCaps(t *testing.T, path string) map[string]uint64 {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	caps, err := loader.StatusCaps(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]uint64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (!strings.HasPrefix(k, "Cap") && k != "NoNewPrivs") {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		if err != nil {
-			t.Fatalf("%s: %q: %v", path, line, err)
-		}
-		out[k] = n
+	out := make(map[string]uint64, len(caps))
+	for k, v := range caps {
+		out[k] = uint64(v)
 	}
 	return out
 }

@@ -17,22 +17,6 @@ import (
 // config's load sleep first, standing in for a slow load.
 const loadDelayEnv = "KERNEL_EXPORTER_TEST_LOAD_DELAY"
 
-// configReason returns the reason label of config_error_info for config.
-func (ms Metrics) configReason(config string) string {
-	if mf, ok := ms["kernel_exporter_config_error_info"]; ok {
-		for _, m := range mf.GetMetric() {
-			if matches(m, L("config", config)) {
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == "reason" {
-						return lp.GetValue()
-					}
-				}
-			}
-		}
-	}
-	return ""
-}
-
 // timersConfig writes the bundled timers program as config name in dir.
 func timersConfig(t *testing.T, dir, name string) {
 	t.Helper()
@@ -83,7 +67,7 @@ func badObject(t *testing.T, mk func(path string) error, why string) {
 	if v := ms.Value("kernel_exporter_config_up", L("config", "bad")); v != 0 {
 		t.Errorf("config_up{bad} = %v, want 0", v)
 	}
-	if r := ms.configReason("bad"); !strings.Contains(r, obj) || !strings.Contains(r, why) {
+	if r := errorReason(ms, "bad"); !strings.Contains(r, obj) || !strings.Contains(r, why) {
 		t.Errorf("reason of bad = %q, want it to name %s and say %q", r, obj, why)
 	}
 }
@@ -206,14 +190,14 @@ func TestHardening07LoadTimeout(t *testing.T) {
 		t.Errorf("config_up{timers} = %v, want 1", v)
 	}
 	want := "load did not finish within 2s (--config.load-timeout)"
-	if r := ms.configReason("runqlat"); r != want {
+	if r := errorReason(ms, "runqlat"); r != want {
 		t.Errorf("reason of runqlat = %q, want %q", r, want)
 	}
 	// The load ends later: its objects are closed, it stays down.
 	time.Sleep(7 * time.Second)
 	ms = e.Scrape()
-	if v := ms.Value("kernel_exporter_config_up", L("config", "runqlat")); v != 0 || ms.configReason("runqlat") != want {
-		t.Errorf("after the late load ended: config_up{runqlat} = %v, reason %q", v, ms.configReason("runqlat"))
+	if v := ms.Value("kernel_exporter_config_up", L("config", "runqlat")); v != 0 || errorReason(ms, "runqlat") != want {
+		t.Errorf("after the late load ended: config_up{runqlat} = %v, reason %q", v, errorReason(ms, "runqlat"))
 	}
 	if !strings.Contains(e.Logs(), "config load ended after its timeout: closed") {
 		t.Errorf("no log of the late load being closed:\n%s", e.Logs())
@@ -246,19 +230,29 @@ func TestHardening08SlowlorisShutdown(t *testing.T) {
 	e := Start(t, "--programs=timers")
 	halfRequest(t, e.URL)
 	time.Sleep(200 * time.Millisecond)
+	d, ok, err := signalAndWait(t, e, "SIGTERM with a half-open request")
+	if ok && (d > 7*time.Second || err != nil) {
+		t.Errorf("exit after %v with %v, want exit 0 within the 5s shutdown deadline", d, err)
+	}
+}
+
+// signalAndWait sends SIGTERM to e and waits up to 15 s for it to exit,
+// returning how long that took and the exit error (exited false, the test
+// failed and the process killed, when it did not exit).
+func signalAndWait(t *testing.T, e *Exporter, what string) (d time.Duration, exited bool, err error) {
+	t.Helper()
 	start := time.Now()
 	e.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-e.done:
+	case err = <-e.done:
 		e.done <- err
-		d := time.Since(start)
-		t.Logf("exit %v after SIGTERM with a half-open request (%v)", d.Round(time.Millisecond), err)
-		if d > 7*time.Second || err != nil {
-			t.Errorf("exit after %v with %v, want exit 0 within the 5s shutdown deadline", d, err)
-		}
+		d = time.Since(start)
+		t.Logf("exit %v after %s (%v)", d.Round(time.Millisecond), what, err)
+		return d, true, err
 	case <-time.After(15 * time.Second):
-		t.Errorf("no exit 15s after SIGTERM with a half-open request\n%s", e.Logs())
+		t.Errorf("no exit 15s after %s\n%s", what, e.Logs())
 		e.cmd.Process.Kill()
+		return 0, false, nil
 	}
 }
 
@@ -272,19 +266,9 @@ func TestHardening08SecondSignal(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	e.cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(300 * time.Millisecond)
-	start := time.Now()
-	e.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-e.done:
-		e.done <- err
-		d := time.Since(start)
-		t.Logf("exit %v after the second SIGTERM (%v)", d.Round(time.Millisecond), err)
-		if d > 3*time.Second || !strings.Contains(e.Logs(), "second signal: exiting at once") {
-			t.Errorf("exit %v after the second SIGTERM, want at once (well before the 5s shutdown deadline)\n%s", d, e.Logs())
-		}
-	case <-time.After(15 * time.Second):
-		t.Errorf("no exit 15s after a second SIGTERM\n%s", e.Logs())
-		e.cmd.Process.Kill()
+	d, ok, _ := signalAndWait(t, e, "a second SIGTERM")
+	if ok && (d > 3*time.Second || !strings.Contains(e.Logs(), "second signal: exiting at once")) {
+		t.Errorf("exit %v after the second SIGTERM, want at once (well before the 5s shutdown deadline)\n%s", d, e.Logs())
 	}
 }
 
@@ -371,7 +355,7 @@ func TestHardening12DuplicateMetricAcrossConfigs(t *testing.T) {
 		winner, loser = loser, winner
 	}
 	want := fmt.Sprintf("metric kernel_timer_starts_total of config %s is already served by config %s", loser, winner)
-	if r := ms.configReason(loser); r != want {
+	if r := errorReason(ms, loser); r != want {
 		t.Errorf("reason of %s = %q, want %q", loser, r, want)
 	}
 	if ms.Series("kernel_timer_starts_total", nil) == 0 {

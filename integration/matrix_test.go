@@ -27,6 +27,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/loader"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 var quiet = os.Getenv("KE_MATRIX_QUIET") == "1"
@@ -526,7 +528,14 @@ func TestMatrixFallbackChain(t *testing.T) {
 			if got != n {
 				t.Fatalf("fsync_calls_total{via=%s} = %v, want %d\n%s", want, got, n, e.Scrape().seriesDump("kernel_fsync_calls_total"))
 			}
-			r.result = fmt.Sprintf("moved: %v fsyncs counted by %s", got, prog)
+			// The counts were read after the capability drop, with CAP_BPF
+			// alone: kernels before 6.5 (the 6.1 guest) refuse every bpf()
+			// command, map reads included, to a process without it.
+			eff := procCaps(t, fmt.Sprintf("/proc/%d/status", exporterPid(t, e)))["CapEff"]
+			if want := uint64(1) << loader.CapBPF; eff != want {
+				t.Errorf("CapEff after attach = %016x, want %016x (CAP_BPF alone)", eff, want)
+			}
+			r.result = fmt.Sprintf("moved: %v fsyncs counted by %s, read with CapEff %016x", got, prog, eff)
 		})
 	}
 }
@@ -574,7 +583,7 @@ func TestMatrixBTFPath(t *testing.T) {
 	r := matrixReport(t, "--btf.path (test)", "tracepoint")
 	data, err := os.ReadFile("/sys/kernel/btf/vmlinux")
 	if err != nil {
-		skipLacking(t, "btf", "this test needs kernel BTF to copy: %v", err)
+		testenv.SkipLacking(t, "btf", "this test needs kernel BTF to copy: %v", err)
 	}
 	btfCopy := filepath.Join(t.TempDir(), "vmlinux.btf")
 	if err := os.WriteFile(btfCopy, data, 0o644); err != nil {

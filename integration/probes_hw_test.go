@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 // TestHardwarePerfPrograms runs the bundled ipc and llc programs next to
@@ -70,7 +72,7 @@ func TestHardwarePerfPrograms(t *testing.T) {
 				if n := after.Series(names[0], nil); n != 0 {
 					t.Errorf("%s is down but %s has %d series", c, names[0], n)
 				}
-				skipLacking(t, "a hardware PMU", "%s is down, so its counters cannot be checked", c)
+				testenv.SkipLacking(t, "a hardware PMU", "%s is down, so its counters cannot be checked", c)
 			}
 			for _, m := range names {
 				d := after.Value(m, L("cpu", "0")) - before.Value(m, L("cpu", "0"))

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 // perfConfig is the YAML of testdata/probes/perf.bpf.c with one perf event.
@@ -103,7 +105,7 @@ func TestPerfEventSoftware(t *testing.T) {
 	}
 	t.Run("hardware_cycles", func(t *testing.T) {
 		if !hwSupported {
-			skipLacking(t, "a hardware PMU", "config perf_hw is down (its reason was checked), so cycles sampling cannot be checked")
+			testenv.SkipLacking(t, "a hardware PMU", "config perf_hw is down (its reason was checked), so cycles sampling cannot be checked")
 		}
 		if v := ms.Value("perf_hw_perf_samples_total", L("comm", "ke_target")); v == 0 {
 			t.Errorf("hardware cycles: no samples of ke_target")

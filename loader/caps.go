@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
 // Least privilege after attach.
@@ -300,4 +303,29 @@ func DropAfterAttach(keep CapSet, log *slog.Logger) CapDrop {
 		log.Info("capability bounding set kept", "reason", r.BoundingErr, "cap_bnd", r.After.Bounding.Hex())
 	}
 	return r
+}
+
+// StatusCaps reads the capability lines (CapInh, CapPrm, CapEff, CapBnd,
+// CapAmb) and NoNewPrivs of a /proc/<pid>/status or
+// /proc/<pid>/task/<tid>/status file, as bit sets (NoNewPrivs is 0 or 1).
+// The file is read through bounded (64 KiB); a line whose value is not hex
+// is an error naming the file and the line's key.
+func StatusCaps(path string) (map[string]CapSet, error) {
+	b, err := bounded.ReadFile(path, "process status", bounded.MaxSmall)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]CapSet{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (!strings.HasPrefix(k, "Cap") && k != "NoNewPrivs") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: not a hex capability set", path, k)
+		}
+		out[k] = CapSet(n)
+	}
+	return out, nil
 }

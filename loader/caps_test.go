@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -91,25 +90,14 @@ func TestCapSetFormat(t *testing.T) {
 	}
 }
 
-// statusCaps reads the Cap* lines of a /proc status file.
+// statusCaps is StatusCaps, failing t on an error.
 func statusCaps(t *testing.T, path string) map[string]CapSet {
-	b, err := os.ReadFile(path)
+	t.Helper()
+	caps, err := StatusCaps(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]CapSet{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (!strings.HasPrefix(k, "Cap") && k != "NoNewPrivs") {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-		if err != nil {
-			t.Fatalf("%s: %s: %v", path, line, err)
-		}
-		out[k] = CapSet(n)
-	}
-	return out
+	return caps
 }
 
 // childReport is what the drop child prints.
