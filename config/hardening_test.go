@@ -35,39 +35,32 @@ func loadWithin(t *testing.T, d time.Duration, dir, name string) error {
 // TestHardening05ConfigFIFO: a <name>.yaml that is a FIFO with no writer
 // is refused at once, with an error naming it.
 func TestHardening05ConfigFIFO(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "pipe.yaml")
-	if err := syscall.Mkfifo(file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := loadWithin(t, 5*time.Second, dir, "pipe")
-	if err == nil {
-		t.Fatal("no error for a FIFO")
-	}
-	if !errors.Is(err, bounded.ErrNotRegular) {
-		t.Errorf("errors.Is(%v, ErrNotRegular) = false", err)
-	}
-	if want := file + ": not a regular file (a FIFO)"; err.Error() != want {
-		t.Errorf("error\n got: %s\nwant: %s", err, want)
-	}
+	checkRefused(t, "pipe", "a FIFO", func(file string) error { return syscall.Mkfifo(file, 0o600) })
 }
 
 // TestHardening09ConfigDevZero: a config that is a symlink to /dev/zero is
 // refused without reading it (it used to be read until memory ran out).
 func TestHardening09ConfigDevZero(t *testing.T) {
+	checkRefused(t, "zero", "a character device", func(file string) error { return os.Symlink("/dev/zero", file) })
+}
+
+// checkRefused makes <dir>/<name>.yaml with mk and checks that Load refuses
+// it within 5 s as not a regular file of the given kind.
+func checkRefused(t *testing.T, name, kind string, mk func(file string) error) {
+	t.Helper()
 	dir := t.TempDir()
-	file := filepath.Join(dir, "zero.yaml")
-	if err := os.Symlink("/dev/zero", file); err != nil {
+	file := filepath.Join(dir, name+".yaml")
+	if err := mk(file); err != nil {
 		t.Fatal(err)
 	}
-	err := loadWithin(t, 5*time.Second, dir, "zero")
+	err := loadWithin(t, 5*time.Second, dir, name)
 	if err == nil {
-		t.Fatal("no error for /dev/zero")
+		t.Fatalf("no error for %s", kind)
 	}
 	if !errors.Is(err, bounded.ErrNotRegular) {
 		t.Errorf("errors.Is(%v, ErrNotRegular) = false", err)
 	}
-	if want := file + ": not a regular file (a character device)"; err.Error() != want {
+	if want := file + ": not a regular file (" + kind + ")"; err.Error() != want {
 		t.Errorf("error\n got: %s\nwant: %s", err, want)
 	}
 }
