@@ -357,20 +357,33 @@ func checkShape(file string, root *yaml.Node) error {
 	return walk(root, nil)
 }
 
-// staticMapPath reports whether path (as built by checkShape) leads to a
-// static_map's value, directly or through aliases.
+// staticMapPath reports whether path (as built by checkShape, aliases
+// leaving "" elements) is that of a decoder's static_map,
+// metrics.<counters|histograms>[i].labels[j].decoders[k].static_map: only
+// there does Decoder.UnmarshalYAML decode the mapping in linear time. A
+// static_map key anywhere else (attach_to: {static_map: ...}) is decoded
+// by yaml.v3 and bounded like any mapping.
 func staticMapPath(path []string) bool {
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i] != "" {
-			return path[i] == ".static_map"
+	var p []string
+	for _, e := range path {
+		if e != "" {
+			p = append(p, e)
 		}
 	}
-	return false
+	return len(p) == 8 && p[0] == "metrics" && (p[1] == ".counters" || p[1] == ".histograms") &&
+		isIndex(p[2]) && p[3] == ".labels" && isIndex(p[4]) && p[5] == ".decoders" && isIndex(p[6]) &&
+		p[7] == ".static_map"
+}
+
+// isIndex reports whether a path element is a list index, "[N]".
+func isIndex(e string) bool {
+	return len(e) > 2 && e[0] == '[' && e[len(e)-1] == ']'
 }
 
 var (
 	yamlLine      = regexp.MustCompile(`^line (\d+): (.*)$`)
 	unknownField  = regexp.MustCompile(`^field (.*) not found in type config\.(\w+)$`)
+	keyTwice      = regexp.MustCompile(`^mapping key .* already defined at line (\d+)$`)
 	fieldTwice    = regexp.MustCompile(`^field (.*) already set in type config\.(\w+)$`)
 	wrongTypeVal  = regexp.MustCompile("^cannot unmarshal (\\S+) `(.*)` into (.+)$")
 	wrongTypeKind = regexp.MustCompile(`^cannot unmarshal (\S+) into (.+)$`)
@@ -402,33 +415,92 @@ func yamlError(file string, err error) error {
 // yamlMessage rewrites one yaml.v3 message (without its "line N: ").
 func yamlMessage(msg string) string {
 	if m := unknownField.FindStringSubmatch(msg); m != nil {
+		if m[2] == "Config" {
+			return unknownTopKey(m[1])
+		}
 		return fmt.Sprintf("unknown key %s in %s", Quote(m[1]), typeNoun(m[2]))
+	}
+	if m := keyTwice.FindStringSubmatch(msg); m != nil {
+		// Keys are not shown: the line is enough to find the key, and the
+		// first keys of a file that is not a config are its content.
+		return "a key given twice: first at line " + m[1]
 	}
 	if m := fieldTwice.FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("key %s set twice in %s", Quote(m[1]), typeNoun(m[2]))
 	}
 	if m := wrongTypeVal.FindStringSubmatch(msg); m != nil {
+		if m[3] == "config.Config" {
+			// The whole file is one scalar: nothing of it is shown.
+			kind, _ := yamlKind(m[1])
+			return fmt.Sprintf("not a config: the file is a single %s, not a mapping of config keys", kind)
+		}
 		kind, ok := yamlKind(m[1])
 		if !ok {
 			return fmt.Sprintf("wrong type: got a value with a custom tag, want %s", goTypeNoun(m[3]))
 		}
 		// yaml.v3 shows values longer than 10 bytes as their first 7 and "...".
 		if len(m[2]) == 10 && strings.HasSuffix(m[2], "...") {
-			return fmt.Sprintf("wrong type: got a %s of more than 10 bytes, want %s", kind, goTypeNoun(m[3]))
+			return fmt.Sprintf("wrong type: got %s of more than 10 bytes, want %s", article(kind), goTypeNoun(m[3]))
 		}
 		if q := Quote(m[2]); strings.HasPrefix(q, `"`) {
 			return fmt.Sprintf("wrong type: got %s %s, want %s", kind, q, goTypeNoun(m[3]))
 		}
-		return fmt.Sprintf("wrong type: got a %s of %d bytes, want %s", kind, len(m[2]), goTypeNoun(m[3]))
+		return fmt.Sprintf("wrong type: got %s of %d bytes, want %s", article(kind), len(m[2]), goTypeNoun(m[3]))
 	}
 	if m := wrongTypeKind.FindStringSubmatch(msg); m != nil {
 		kind, ok := yamlKind(m[1])
 		if !ok {
 			kind = "value with a custom tag"
 		}
-		return fmt.Sprintf("wrong type: got a %s, want %s", kind, goTypeNoun(m[2]))
+		return fmt.Sprintf("wrong type: got %s, want %s", article(kind), goTypeNoun(m[2]))
 	}
 	return Sanitize(msg)
+}
+
+// article puts "a" or "an" before a noun: "an integer", "a string".
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// topKeys are the keys a config may have at its top level.
+var topKeys = []string{"alternatives", "attach_to", "cgroup_id_map", "kaddrs", "metrics", "namespace", "perf_events", "requires", "tracing", "uprobes", "usdt"}
+
+// unknownTopKey describes an unknown key at the top level of a config. The
+// first key of a file that is not a config (a config name pointing at a
+// secret "user:password" file) is its content, so the key is shown only
+// when it is a near miss of a known key (at most 2 edits), that is a typo
+// of the schema, never a secret.
+func unknownTopKey(k string) string {
+	for _, known := range topKeys {
+		if len(k) <= MaxToken && editDistance(k, known) <= 2 {
+			return fmt.Sprintf("unknown key %s at the top level (did you mean %q?)", Quote(k), known)
+		}
+	}
+	return fmt.Sprintf("unknown key of %d bytes at the top level: not a config? (known keys: %s)", len(k), strings.Join(topKeys, ", "))
+}
+
+// editDistance is the Levenshtein distance of two short strings, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func typeNoun(goType string) string {

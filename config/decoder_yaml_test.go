@@ -66,12 +66,12 @@ func TestStaticMapYAML(t *testing.T) {
 	}
 	base := string(staticMapConfig(2))
 	for _, tc := range []struct{ name, from, to, want string }{
-		{"duplicate", "{0: v0, 1: v1}", "{0: v0, 1: v1, 0: v2}", `bad.yaml:11: mapping key "0" already defined at line 11`},
+		{"duplicate", "{0: v0, 1: v1}", "{0: v0, 1: v1, 0: v2}", `bad.yaml:11: a key given twice: first at line 11`},
 		{"merge", "{0: v0, 1: v1}", "{0: v0, <<: {1: v1}}", `bad.yaml:11: merge keys (<<) are not supported in static_map`},
 		{"nested", "{0: v0, 1: v1}", "{0: v0, 1: {a: b}}", `bad.yaml:11: wrong type: got a mapping, want a string`},
 		{"unknown key", "              static_map:", "              static_mapp:", `bad.yaml:11: unknown key "static_mapp" in decoder`},
 		{"mapping name", "- name: static_map", "- name: {a: b}", `bad.yaml:10: wrong type: got a mapping, want a string`},
-		{"duplicate setting", "- name: static_map", "- name: static_map\n              name: x", `bad.yaml:11: mapping key "name" already defined at line 10`},
+		{"duplicate setting", "- name: static_map", "- name: static_map\n              name: x", `bad.yaml:11: a key given twice: first at line 10`},
 		{"not a mapping", "{0: v0, 1: v1}", "[a]", "bad.yaml:11: wrong type: got a list, want a mapping"},
 	} {
 		_, err := Parse("bad.yaml", []byte(strings.Replace(base, tc.from, tc.to, 1)))

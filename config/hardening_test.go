@@ -225,11 +225,19 @@ func TestHardening06ConfigLargeMapping(t *testing.T) {
 		bomb += fmt.Sprintf("a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
 	}
 	deep := "metrics: " + strings.Repeat("[", 100) + strings.Repeat("]", 100) + "\n"
+	// A key named static_map outside a decoder is an ordinary mapping:
+	// yaml.v3 decodes it, in quadratic time.
+	var elsewhere strings.Builder
+	elsewhere.WriteString(goodCounter + "attach_to:\n  static_map:\n")
+	for i := 0; i < 5000; i++ {
+		fmt.Fprintf(&elsewhere, "    k%d: v\n", i)
+	}
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"1 MiB static_map", counterWith(big.String()), "metrics.counters[0].labels[0].decoders[1].static_map: a mapping of "},
 		{"squares in total", squares, "x4: mappings too large in total: the sum of their squared sizes is over 67108864"},
 		{"alias bomb", bomb, "more than 1048576 YAML nodes (aliases expanded)"},
 		{"deep", deep, "nested deeper than 64 levels (aliases expanded)"},
+		{"static_map outside a decoder", elsewhere.String(), "attach_to.static_map: a mapping of 5000 entries, more than the limit of 4096"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -273,6 +281,11 @@ func TestHardening10ConfigErrorNoContent(t *testing.T) {
 		{"bad regexp", counterWith("            - name: regexp\n              regexps: ['root:$6$Zx9secretHash(']\n"), []string{"root:", "Zx9secretHash"}},
 		{"env file", "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n", []string{"wJalrXUtnFEMI", "AWS_SECRET"}},
 		{"duplicate key", "'root:$6$Zx9secretHash': 1\n'root:$6$Zx9secretHash': 2\n", []string{"root:", "Zx9secretHash"}},
+		// Short secrets, which pass as plain tokens: a one-word file, the
+		// first key of a "key:" file, a key given twice.
+		{"short secret alone", "hunter2xy\n", []string{"hunter2xy"}},
+		{"short secret as a key", "AKIA1234:\n", []string{"AKIA1234"}},
+		{"short secret key twice", "hunter2xy: 1\nhunter2xy: 2\n", []string{"hunter2xy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -19,7 +19,10 @@ func ParseAttachTo(values []string, sources []Source) (map[string][]string, erro
 		if !ok || lhs == "" || fn == "" {
 			return nil, fmt.Errorf("--attach.to %q: want <config>=<function> or <config>.<program>=<function>", v)
 		}
-		name, prog, _ := strings.Cut(lhs, ".")
+		name, prog, dotted := strings.Cut(lhs, ".")
+		if name == "" || dotted && prog == "" {
+			return nil, fmt.Errorf("--attach.to %q: want <config>=<function> or <config>.<program>=<function>", v)
+		}
 		found := false
 		for _, s := range sources {
 			found = found || s.Name == name

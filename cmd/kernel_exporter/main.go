@@ -139,6 +139,10 @@ func run() int {
 		exp.Registry.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 	exp.Registry.MustRegister(versioncollector.NewCollector("kernel_exporter"))
+	if err := web.CheckConfigFile(*webFlags.WebConfigFile); err != nil {
+		log.Error("bad flags", "err", err)
+		return 2
+	}
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{
 		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns,
 		EnablePprof: *enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
@@ -205,19 +209,33 @@ func sources(progList, dir, names string) ([]exporter.Source, error) {
 	default:
 		bundled = splitList(progList)
 	}
+	seen := map[string]string{}
+	add := func(flag, n, dir string) error {
+		// Plain names only: a config is always <dir>/<name>.yaml, and its
+		// name labels every self-metric, so it is given once.
+		if err := config.CheckName(n); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		if prev, ok := seen[n]; ok {
+			return fmt.Errorf("%s: config %s is already given by %s", flag, n, prev)
+		}
+		seen[n] = flag
+		out = append(out, exporter.Source{Name: n, Dir: dir})
+		return nil
+	}
 	for _, n := range bundled {
-		out = append(out, exporter.Source{Name: n})
+		if err := add("--programs", n, ""); err != nil {
+			return nil, err
+		}
 	}
 	if names != "" {
 		if dir == "" {
 			return nil, errors.New("--config.names needs --config.dir")
 		}
 		for _, n := range splitList(names) {
-			// Plain names only: a config is always <dir>/<name>.yaml.
-			if err := config.CheckName(n); err != nil {
-				return nil, fmt.Errorf("--config.names: %w", err)
+			if err := add("--config.names", n, dir); err != nil {
+				return nil, err
 			}
-			out = append(out, exporter.Source{Name: n, Dir: dir})
 		}
 	}
 	if len(out) == 0 {
