@@ -33,7 +33,8 @@ const maxChildRSS = 200 << 10 // 200 MiB
 // runLimited re-executes the test binary, running only test, under an
 // address-space limit of childAS bytes, with childEnv=op and childArg=arg.
 // The child prints "RESULT: <error or ok>". It returns that line and the
-// child's peak RSS in KiB, and fails the test if the child dies.
+// child's peak RSS in KiB; when the child dies (out of memory), the test
+// fails and the result is "(died)".
 func runLimited(t *testing.T, test, op, arg string) (string, int64) {
 	t.Helper()
 	cmd := exec.Command("prlimit", fmt.Sprintf("--as=%d", childAS), "--",
@@ -50,11 +51,12 @@ func runLimited(t *testing.T, test, op, arg string) (string, int64) {
 	if i := strings.Index(tail, "fatal error"); i >= 0 {
 		tail = tail[i:] // the Go runtime's reason, before its goroutine dump
 	}
-	if len(tail) > 2000 {
-		tail = tail[:2000] + "..."
+	if len(tail) > 300 {
+		tail = tail[:300] + "..."
 	}
 	if err != nil {
-		t.Fatalf("%s: child under a %d-byte address-space limit failed (%v, peak RSS %d MiB):\n%s", op, childAS, err, rss>>10, tail)
+		t.Errorf("%s %s: child under a %d-byte address-space limit failed (%v, peak RSS %d MiB):\n%s", op, arg, childAS, err, rss>>10, tail)
+		return "(died)", rss
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		if r, ok := strings.CutPrefix(l, "RESULT: "); ok {
@@ -144,7 +146,7 @@ func TestHardening09TargetSymbolTable(t *testing.T) {
 		t.Errorf("over the symbol limit: got %q, want %q", got, want)
 	}
 	if rss > maxChildRSS {
-		t.Errorf("over the symbol limit: peak RSS %d MiB, want at most %d MiB", rss>>10, maxChildRSS>>20)
+		t.Errorf("over the symbol limit: peak RSS %d MiB, want at most %d MiB", rss>>10, maxChildRSS>>10)
 	}
 
 	// 15,000,000 entries, under the limit: scanned (360 MB of the file),
@@ -155,7 +157,7 @@ func TestHardening09TargetSymbolTable(t *testing.T) {
 		t.Errorf("under the symbol limit: got %q, want %q", got, want)
 	}
 	if rss > maxChildRSS {
-		t.Errorf("under the symbol limit: peak RSS %d MiB, want at most %d MiB", rss>>10, maxChildRSS>>20)
+		t.Errorf("under the symbol limit: peak RSS %d MiB, want at most %d MiB", rss>>10, maxChildRSS>>10)
 	}
 }
 
@@ -229,5 +231,120 @@ func TestHardening09TargetSymbolLookup(t *testing.T) {
 			t.Errorf("%s: missing symbol found (%v)", path, err)
 		}
 		t.Logf("%s: %d function symbols, %d checked", path, len(want), checked)
+	}
+}
+
+// TestHardening09BTFPathSize (finding 9, memory): a --btf.path file under
+// bounded.MaxTarget whose BTF header claims 3.9 GB of types made
+// cilium/ebpf read it all (5+ GB). Now checkBTF refuses, before cilium
+// reads anything, raw BTF larger than MaxBTF and an ELF file whose .BTF
+// section is larger, naming the path and the limit. Each load runs in a
+// child process under a 2 GB address-space limit (the old code dies). A
+// real BTF file, raw and in an ELF object, still loads.
+func TestHardening09BTFPathSize(t *testing.T) {
+	switch os.Getenv(childEnv) {
+	case "btf":
+		_, err := loadKernelBTF(os.Getenv(childArg))
+		childResult(err)
+		return
+	case "":
+	default:
+		return
+	}
+	// Raw BTF: the header claims type_len 3.9e9, the file (sparse) holds it.
+	const tl = 3_900_000_000
+	raw := filepath.Join(t.TempDir(), "btf.raw")
+	hdr := make([]byte, 24)
+	binary.LittleEndian.PutUint16(hdr[0:], 0xeB9F)
+	hdr[2] = 1                                 // version
+	binary.LittleEndian.PutUint32(hdr[4:], 24) // hdr_len
+	binary.LittleEndian.PutUint32(hdr[12:], tl)
+	binary.LittleEndian.PutUint32(hdr[16:], tl)
+	binary.LittleEndian.PutUint32(hdr[20:], 16)
+	if err := os.WriteFile(raw, hdr, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(raw, 24+tl+16); err != nil {
+		t.Fatal(err)
+	}
+	got, rss := runLimited(t, t.Name(), "btf", raw)
+	if want := "load BTF " + raw + ": raw BTF of 3900000040 bytes, larger than the 256 MiB limit"; got != want {
+		t.Errorf("raw: got %q, want %q", got, want)
+	}
+	if rss > maxChildRSS {
+		t.Errorf("raw: peak RSS %d MiB, want at most %d MiB", rss>>10, maxChildRSS>>10)
+	}
+
+	// ELF: a BPF object whose .BTF claims 3.9 GB at offset 4096 of a
+	// sparse 4 GB file.
+	obj := sparseTarget(t, "../programs/exec.bpf.o", ".BTF", 4096, tl, 4_000_000_000)
+	got, rss = runLimited(t, t.Name(), "btf", obj)
+	if want := "load BTF " + obj + ": section .BTF: 3900000000 bytes, more than the 256 MiB limit"; got != want {
+		t.Errorf("ELF: got %q, want %q", got, want)
+	}
+	if rss > maxChildRSS {
+		t.Errorf("ELF: peak RSS %d MiB, want at most %d MiB", rss>>10, maxChildRSS>>10)
+	}
+
+	// Real files load: the BPF object, and a copy of the kernel's BTF.
+	if _, err := loadKernelBTF("../programs/exec.bpf.o"); err != nil {
+		t.Errorf("BPF object: %v", err)
+	}
+	data, err := os.ReadFile("/sys/kernel/btf/vmlinux")
+	if err != nil {
+		t.Logf("no kernel BTF to copy: %v", err)
+		return
+	}
+	vmlinux := filepath.Join(t.TempDir(), "vmlinux.btf")
+	if err := os.WriteFile(vmlinux, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := loadKernelBTF(vmlinux)
+	if err != nil {
+		t.Fatalf("kernel BTF copy: %v", err)
+	}
+	if _, err := spec.AnyTypeByName("task_struct"); err != nil {
+		t.Errorf("kernel BTF copy: task_struct: %v", err)
+	}
+	t.Logf("kernel BTF: %d bytes", len(data))
+}
+
+// TestCheckBTF: the raw BTF header and the ELF checks, case by case.
+func TestCheckBTF(t *testing.T) {
+	le, be := binary.ByteOrder(binary.LittleEndian), binary.ByteOrder(binary.BigEndian)
+	hdr := func(bo binary.ByteOrder, hdrLen, typeOff, typeLen, strOff, strLen uint32) []byte {
+		b := make([]byte, 24)
+		bo.PutUint16(b, 0xeB9F)
+		b[2] = 1
+		bo.PutUint32(b[4:], hdrLen)
+		bo.PutUint32(b[8:], typeOff)
+		bo.PutUint32(b[12:], typeLen)
+		bo.PutUint32(b[16:], strOff)
+		bo.PutUint32(b[20:], strLen)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		size int64
+		want string
+	}{
+		{"little-endian", hdr(le, 24, 0, 100, 100, 10), 134, ""},
+		{"big-endian", hdr(be, 24, 0, 100, 100, 10), 134, ""},
+		{"types past the end", hdr(le, 24, 0, 1000, 0, 10), 134, "raw BTF: type section (1000 bytes at offset 24) is past the end of the file (134 bytes)"},
+		{"strings past the end", hdr(be, 24, 0, 10, 100, 100), 134, "raw BTF: string section (100 bytes at offset 124) is past the end of the file (134 bytes)"},
+		{"header length", hdr(le, 8, 0, 10, 10, 10), 134, "raw BTF: header length 8 is out of range (24 to the file's 134 bytes)"},
+		{"short", hdr(le, 24, 0, 0, 0, 0)[:10], 10, "raw BTF: file of 10 bytes is shorter than the 24-byte header"},
+		{"large file", hdr(le, 24, 0, 10, 10, 10), MaxBTF + 1, "raw BTF of 268435457 bytes, larger than the 256 MiB limit"},
+		{"neither", []byte("root:$6$secret:19000:0:99999:7:::\n"), 35, "not a BTF file: neither raw BTF (magic 0xeB9F) nor ELF"},
+	} {
+		_, err := checkBTF(strings.NewReader(string(tc.data)), tc.size)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: err = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
