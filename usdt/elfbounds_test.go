@@ -277,3 +277,65 @@ func TestReadELFHeaderLimits(t *testing.T) {
 		t.Errorf("unpatched /bin/true: %v", err)
 	}
 }
+
+// FuzzFindSymbols feeds arbitrary bytes as an ELF file to ReadELF and
+// FindSymbols: neither may panic, errors are short printable text, and
+// when debug/elf reads a symbol table whole, FindSymbols reports the same
+// symbols.
+func FuzzFindSymbols(f *testing.F) {
+	strs := "\x00main\x00foo\x00"
+	syms := []testSym{{1, byte(elf.STT_FUNC), 0, 1, 0x1000, 16}, {6, byte(elf.STT_OBJECT), 0, 2, 0x2000, 8}, {3, byte(elf.STT_FUNC), 0, 1, 0x10, 1}}
+	for _, c := range []elf.Class{elf.ELFCLASS32, elf.ELFCLASS64} {
+		for _, bo := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+			f.Add(synthELF(c, bo, syms, strs))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ef, err := ReadELF(bytes.NewReader(data))
+		if err != nil {
+			checkText(t, "ReadELF", err.Error())
+			return
+		}
+		for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+			names := map[string]bool{"main": true, "foo": true, "": true}
+			var got []Symbol
+			err := FindSymbols(ef, int64(len(data)), typ, names, nil, func(s *Symbol) { got = append(got, *s) })
+			if err != nil {
+				checkText(t, "FindSymbols", err.Error())
+				continue
+			}
+			var want []elf.Symbol
+			var werr error
+			func() {
+				defer func() {
+					if recover() != nil {
+						werr = errors.New("debug/elf panicked")
+					}
+				}()
+				if typ == elf.SHT_SYMTAB {
+					want, werr = ef.Symbols()
+				} else {
+					want, werr = ef.DynamicSymbols()
+				}
+			}()
+			if werr != nil {
+				continue
+			}
+			var wantNamed []elf.Symbol
+			for _, s := range want {
+				if names[s.Name] {
+					wantNamed = append(wantNamed, s)
+				}
+			}
+			if len(got) != len(wantNamed) {
+				t.Fatalf("%v: FindSymbols found %d symbols, debug/elf %d", typ, len(got), len(wantNamed))
+			}
+			for i, w := range wantNamed {
+				g := got[i]
+				if g.Name != w.Name || g.Info != w.Info || g.Other != w.Other || g.Section != w.Section || g.Value != w.Value || g.Size != w.Size {
+					t.Fatalf("%v symbol %d: got %+v, want %+v", typ, i, g, w)
+				}
+			}
+		}
+	})
+}
