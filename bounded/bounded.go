@@ -77,6 +77,12 @@ func (e *Error) Unwrap() error { return e.Err }
 func Open(path, what string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
+		// Opening a UNIX socket fails with ENXIO ("no such device or
+		// address"): say what the path is instead.
+		var st unix.Stat_t
+		if errors.Is(err, unix.ENXIO) && unix.Stat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			return nil, &Error{Path: path, What: what, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode))}
+		}
 		return nil, &Error{Path: path, What: what, Err: &fs.PathError{Op: "open", Path: path, Err: err}}
 	}
 	var st unix.Stat_t

@@ -84,3 +84,26 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSocket: opening a UNIX socket fails with ENXIO; Open says the
+// path is a socket (ErrNotRegular), not "no such device or address".
+func TestOpenSocket(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "target.sock")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: p}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p, "uprobe target")
+	if err == nil {
+		f.Close()
+		t.Fatal("Open of a socket succeeded")
+	}
+	want := "uprobe target " + p + ": not a regular file (a socket)"
+	if !errors.Is(err, ErrNotRegular) || err.Error() != want {
+		t.Fatalf("err = %q, want %q (ErrNotRegular)", err, want)
+	}
+}

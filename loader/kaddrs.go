@@ -2,6 +2,7 @@ package loader
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -96,20 +97,45 @@ func scanKallsyms(r io.Reader, want map[string]uint64) error {
 }
 
 // loadKernelBTF reads an external vmlinux BTF file (for kernels without
-// /sys/kernel/btf/vmlinux).
-// The file is opened through bounded (a regular file, never blocking on a
-// FIFO) and may be a raw BTF blob or an ELF vmlinux of at most
-// bounded.MaxTarget bytes.
+// /sys/kernel/btf/vmlinux): a raw BTF blob (as /sys/kernel/btf/vmlinux) or
+// an ELF vmlinux with a .BTF section. The file is opened through bounded
+// (a regular file, never blocking on a FIFO) and checked with checkBTF
+// before cilium/ebpf parses it: a raw blob of at most MaxBTF bytes (read
+// whole, here), or an ELF file of at most bounded.MaxTarget bytes whose
+// .BTF section is at most MaxBTF bytes and whose symbol table (cilium/ebpf
+// reads it whole) at most MaxBTFSymbols bytes. Errors name the path.
 func loadKernelBTF(path string) (*btf.Spec, error) {
-	f, err := bounded.Open(path, "BTF file")
+	const what = "BTF file"
+	f, err := bounded.Open(path, what)
 	if err != nil {
 		return nil, fmt.Errorf("load BTF: %w", err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > bounded.MaxTarget {
-		return nil, fmt.Errorf("load BTF: %w", &bounded.Error{Path: path, What: "BTF file", Limit: bounded.MaxTarget, Err: bounded.ErrTooLarge})
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("load BTF: %w", &bounded.Error{Path: path, What: what, Err: err})
 	}
-	s, err := btf.LoadSpecFromReader(f)
+	if fi.Size() > bounded.MaxTarget {
+		return nil, fmt.Errorf("load BTF: %w", &bounded.Error{Path: path, What: what, Limit: bounded.MaxTarget, Err: bounded.ErrTooLarge})
+	}
+	raw, err := checkBTF(f, fi.Size())
+	if err != nil {
+		return nil, fmt.Errorf("load BTF %s: %w", path, err)
+	}
+	var rd io.ReaderAt = &budgetReader{r: f, left: btfReadBudget}
+	if raw {
+		// cilium/ebpf reads a raw blob whole: read it here, bounded,
+		// whatever the file became since it was checked.
+		data, err := io.ReadAll(io.LimitReader(f, MaxBTF+1))
+		if err != nil {
+			return nil, fmt.Errorf("load BTF %s: %w", path, err)
+		}
+		if len(data) > MaxBTF {
+			return nil, fmt.Errorf("load BTF %s: raw BTF larger than the %s limit", path, bounded.Size(MaxBTF))
+		}
+		rd = bytes.NewReader(data)
+	}
+	s, err := btf.LoadSpecFromReader(rd)
 	if err != nil {
 		return nil, fmt.Errorf("load BTF %s: %w", path, err)
 	}

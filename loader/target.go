@@ -24,14 +24,23 @@ type uprobeTarget struct {
 	path string
 	what string
 	ex   *link.Executable
-	// syms maps function symbols to file offsets, loaded on first use.
-	syms   map[string]targetSymbol
-	loaded bool
-	err    error
+	// syms holds the symbols looked up so far (each lookup scans the
+	// symbol tables once, never holding them in memory).
+	syms map[string]symbolResult
+	// checked is set once the file was found to be an executable or a
+	// shared library (err otherwise).
+	checked bool
+	err     error
 }
 
 type targetSymbol struct {
 	off, size uint64
+}
+
+type symbolResult struct {
+	sym targetSymbol
+	ok  bool
+	err error
 }
 
 // openUprobeTarget checks that path is a regular file within the size
@@ -47,23 +56,26 @@ func openUprobeTarget(path, what string) (*uprobeTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return &uprobeTarget{path: path, what: what, ex: ex}, nil
+	return &uprobeTarget{path: path, what: what, ex: ex, syms: map[string]symbolResult{}}, nil
 }
 
 // address returns the file offset where a uprobe on symbol+offset goes,
 // as cilium/ebpf would compute it: function symbols of .symtab and
-// .dynsym, converted through the executable PT_LOAD segment that holds
-// them; offset must be inside the symbol.
+// .dynsym (the last of the name, .dynsym after .symtab), converted through
+// the executable PT_LOAD segment that holds them; offset must be inside
+// the symbol. The symbol tables are scanned with usdt.FindSymbols: in
+// chunks, at most usdt.MaxSymbols entries each, never read whole.
 func (t *uprobeTarget) address(symbol string, offset uint64) (uint64, error) {
-	if !t.loaded {
-		t.loaded = true
-		t.syms, t.err = t.loadSymbols()
+	r, seen := t.syms[symbol]
+	if !seen {
+		r.sym, r.ok, r.err = t.lookup(symbol)
+		t.syms[symbol] = r
 	}
-	if t.err != nil {
-		return 0, t.err
+	if r.err != nil {
+		return 0, r.err
 	}
-	sym, ok := t.syms[symbol]
-	if !ok {
+	sym := r.sym
+	if !r.ok {
 		return 0, fmt.Errorf("symbol %s: %w", usdt.Token(symbol), link.ErrNoSymbol)
 	}
 	if sym.off == 0 {
@@ -75,54 +87,65 @@ func (t *uprobeTarget) address(symbol string, offset uint64) (uint64, error) {
 	return sym.off + offset, nil
 }
 
-func (t *uprobeTarget) loadSymbols() (syms map[string]targetSymbol, err error) {
+// lookup finds the function symbol name in the target's symbol tables.
+func (t *uprobeTarget) lookup(name string) (sym targetSymbol, found bool, err error) {
+	if t.checked && t.err != nil {
+		return sym, false, t.err
+	}
 	f, err := usdt.OpenTarget(t.path, t.what)
 	if err != nil {
-		return nil, err
+		return sym, false, err
 	}
 	defer f.Close()
 	// Guard around a third-party parser: debug/elf may panic on a
-	// malformed symbol table.
+	// malformed file.
 	defer func() {
 		if p := recover(); p != nil {
-			syms, err = nil, fmt.Errorf("%s %s: malformed ELF file (the ELF parser panicked)", t.what, t.path)
+			sym, found, err = targetSymbol{}, false, fmt.Errorf("%s %s: malformed ELF file (the ELF parser panicked)", t.what, t.path)
 		}
 	}()
 	ef, err := usdt.ReadELF(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", t.what, t.path, err)
+		t.checked, t.err = true, fmt.Errorf("%s %s: %w", t.what, t.path, err)
+		return sym, false, t.err
 	}
 	defer ef.Close()
 	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
-		return nil, fmt.Errorf("%s %s: not an executable or a shared library (ELF type %v)", t.what, t.path, ef.Type)
+		t.checked, t.err = true, fmt.Errorf("%s %s: not an executable or a shared library (ELF type %v)", t.what, t.path, ef.Type)
+		return sym, false, t.err
 	}
-	all, err := ef.Symbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return nil, fmt.Errorf("%s %s: read symbols: %w", t.what, t.path, usdtELFError(err))
+	t.checked = true
+	var size int64 = -1
+	if fi, err := f.Stat(); err == nil {
+		size = fi.Size()
 	}
-	dyn, err := ef.DynamicSymbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return nil, fmt.Errorf("%s %s: read dynamic symbols: %w", t.what, t.path, usdtELFError(err))
+	names := map[string]bool{name: true}
+	isFunc := func(s *usdt.Symbol) bool { return elf.ST_TYPE(s.Info) == elf.STT_FUNC }
+	var last *usdt.Symbol
+	keepLast := func(s *usdt.Symbol) {
+		c := *s
+		last = &c
 	}
-	all = append(all, dyn...)
-	syms = make(map[string]targetSymbol)
-	for _, s := range all {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC {
+	if err := usdt.FindSymbols(ef, size, elf.SHT_SYMTAB, names, isFunc, keepLast); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return sym, false, fmt.Errorf("%s %s: read symbols: %w", t.what, t.path, usdtELFError(err))
+	}
+	if err := usdt.FindSymbols(ef, size, elf.SHT_DYNSYM, names, isFunc, keepLast); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return sym, false, fmt.Errorf("%s %s: read dynamic symbols: %w", t.what, t.path, usdtELFError(err))
+	}
+	if last == nil {
+		return sym, false, nil
+	}
+	off := last.Value
+	for _, p := range ef.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
 			continue
 		}
-		off := s.Value
-		for _, p := range ef.Progs {
-			if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
-				continue
-			}
-			if p.Vaddr <= s.Value && s.Value-p.Vaddr < p.Memsz {
-				off = s.Value - p.Vaddr + p.Off
-				break
-			}
+		if p.Vaddr <= last.Value && last.Value-p.Vaddr < p.Memsz {
+			off = last.Value - p.Vaddr + p.Off
+			break
 		}
-		syms[s.Name] = targetSymbol{off: off, size: s.Size}
 	}
-	return syms, nil
+	return targetSymbol{off: off, size: last.Size}, true, nil
 }
 
 // usdtELFError is a debug/elf error without the bytes it may quote.

@@ -151,13 +151,22 @@ func elfError(err error) error {
 // ReadELF parses the ELF headers of r with debug/elf. It is a guard around
 // that third-party parser: a panic on malformed input becomes an error, and
 // errors never quote the file's bytes (debug/elf's quote, e.g., the first
-// four bytes of a file with a bad magic number).
+// four bytes of a file with a bad magic number). What debug/elf reads whole
+// is bounded first: at most MaxSections section headers, program and
+// section header tables of at most MaxHeaderTable bytes, inside the file
+// when r tells its size (*os.File, *bytes.Reader), and a section name table
+// of at most MaxStringTable bytes. The symbol tables are not read: look
+// symbols up with FindSymbols, never with the File's Symbols or
+// DynamicSymbols (which read a table whole).
 func ReadELF(r io.ReaderAt) (f *elf.File, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			f, err = nil, errors.New("malformed ELF file (the ELF parser panicked)")
 		}
 	}()
+	if err := checkHeaders(r, sizeOf(r)); err != nil {
+		return nil, err
+	}
 	f, err = elf.NewFile(r)
 	if err != nil {
 		return nil, elfError(err)
@@ -210,9 +219,8 @@ func NewFile(r io.ReaderAt) (uf *File, err error) {
 	if f.Class == elf.ELFCLASS32 {
 		addrSize = 4
 	}
-	syms := &symbols{f: f}
 	bo := f.ByteOrder
-	uf.Probes, err = probes(data, bo, addrSize, f.Machine, func(p *note) error {
+	place := func(p *note) error {
 		if haveBase && p.base != 0 {
 			// prelink moved the file: shift by as much as .stapsdt.base moved.
 			delta := baseAddr - p.base
@@ -234,7 +242,25 @@ func NewFile(r io.ReaderAt) (uf *File, err error) {
 			p.SemaphoreOffset = off
 		}
 		return nil
-	}, syms.lookup)
+	}
+	// A first pass collects the symbols that arguments name (most name
+	// none); the tables are then scanned once for all of them.
+	wanted := map[string]bool{}
+	uf.Probes, err = probes(data, bo, addrSize, f.Machine, place, func(name string) (uint64, bool) {
+		wanted[name] = true
+		return 0, false
+	})
+	if err != nil || len(wanted) == 0 {
+		if err != nil {
+			return nil, err
+		}
+		return uf, nil
+	}
+	addrs := symbolAddrs(f, sizeOf(r), wanted)
+	uf.Probes, err = probes(data, bo, addrSize, f.Machine, place, func(name string) (uint64, bool) {
+		v, ok := addrs[name]
+		return v, ok
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -389,31 +415,22 @@ func fileOffset(f *elf.File, addr uint64, exec bool) (uint64, bool) {
 	return 0, false
 }
 
-// symbols resolves symbol names, loading the tables on first use (most
-// probes name no symbol).
-type symbols struct {
-	f      *elf.File
-	loaded bool
-	addrs  map[string]uint64
-}
-
-func (s *symbols) lookup(name string) (uint64, bool) {
-	if !s.loaded {
-		s.loaded = true
-		s.addrs = map[string]uint64{}
-		for _, load := range []func() ([]elf.Symbol, error){s.f.Symbols, s.f.DynamicSymbols} {
-			syms, _ := load()
-			for _, sym := range syms {
-				if sym.Value != 0 && sym.Section != elf.SHN_UNDEF {
-					if _, ok := s.addrs[sym.Name]; !ok {
-						s.addrs[sym.Name] = sym.Value
-					}
-				}
+// symbolAddrs returns the address of each of names defined in f's .symtab
+// or .dynsym: the first symbol of that name with a non-zero value and a
+// section, .symtab first. Tables that cannot be read are skipped (an
+// argument naming a symbol not found is reported as unsupported).
+func symbolAddrs(f *elf.File, size int64, names map[string]bool) map[string]uint64 {
+	addrs := map[string]uint64{}
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		_ = FindSymbols(f, size, typ, names, func(s *Symbol) bool {
+			return s.Value != 0 && s.Section != elf.SHN_UNDEF
+		}, func(s *Symbol) {
+			if _, ok := addrs[s.Name]; !ok {
+				addrs[s.Name] = s.Value
 			}
-		}
+		})
 	}
-	v, ok := s.addrs[name]
-	return v, ok
+	return addrs
 }
 
 // Find returns the sites of probe provider:name.
