@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 )
 
 // logRecords is a slog.Handler that keeps the records it gets.
