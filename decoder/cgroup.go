@@ -65,19 +65,59 @@ func (d *cgroupDecoder) Decode(in []byte) ([]byte, error) {
 // mounts has about 1.5 MiB).
 const maxMountinfo = 16 << 20
 
-// cgroupWalkInterval is the least time between two walks of the hierarchy.
-const cgroupWalkInterval = time.Second
+// Bounds of cgroup resolution. Anyone who may create cgroups (a delegated
+// subtree, a container) controls the size of the hierarchy and can make ids
+// unknown at will (by running a task in a cgroup and removing it), so
+// neither the walk nor what it keeps may grow with the hierarchy.
+const (
+	// cgroupWalkInterval is the least time between two walks of the
+	// hierarchy, however many unknown ids arrive. A cgroup created since the
+	// last walk is thus named within this time (plus a scrape interval).
+	cgroupWalkInterval = 10 * time.Second
+
+	// cgroupUnknownTTL is how long an id that a walk did not find is
+	// reported as unknown without being looked for again.
+	cgroupUnknownTTL = time.Minute
+
+	// maxCgroupDepth is how many levels below the mount a walk descends.
+	// Real hierarchies are under 10 deep (a systemd unit in a container in
+	// a Kubernetes pod: about 8).
+	maxCgroupDepth = 32
+
+	// maxCgroupWalkDirs is how many directories one walk visits at most:
+	// far more cgroups than a large container host has (a few thousand),
+	// and a walk of this many takes about 0.1 s (see cgroupWalk).
+	maxCgroupWalkDirs = 50000
+
+	// cgroupDirBuf is the getdents buffer of each level of a walk (a record
+	// is at most 280 bytes).
+	cgroupDirBuf = 8 << 10
+)
 
 // cgroupResolver maps cgroup ids to paths for one Env.
+//
+// It holds at most size paths (the Env's cache size) and 2*size ids: an id
+// is looked for by walking the hierarchy, which keeps the paths of the ids
+// asked for since the last walk (pending) and, while the cache has room,
+// those of the other cgroups it passes (so that a host with fewer cgroups
+// than the cache size has them all named after one walk, as before).
 type cgroupResolver struct {
 	mount  string // where the hierarchy is mounted
 	prefix string // its root within the hierarchy; "" for "/"
+	size   int    // bound of cache, unknown and pending
 	cache  *lru.Cache[uint64, []byte]
 	now    func() time.Time
 
-	mu       sync.Mutex // guards the fields below, and serializes walks
-	walked   map[uint64][]byte
+	// Walk bounds: cgroupWalkInterval, cgroupUnknownTTL, maxCgroupDepth and
+	// maxCgroupWalkDirs unless a test changes them.
+	interval, unknownTTL time.Duration
+	maxDepth, maxDirs    int
+
+	mu       sync.Mutex                    // guards the fields below, and serializes walks
+	unknown  *lru.Cache[uint64, time.Time] // ids a walk did not find, and when
+	pending  map[uint64]struct{}           // ids asked for since the last walk
 	lastWalk time.Time
+	walks    int // walks done, for tests
 }
 
 func (e *Env) cgroupResolver() (*cgroupResolver, error) {
@@ -102,82 +142,171 @@ func newCgroupResolver(e *Env, mount, root string) *cgroupResolver {
 	if root == "/" {
 		root = ""
 	}
+	unknown, err := lru.New[uint64, time.Time](e.cacheSize())
+	if err != nil {
+		panic(err) // cacheSize is positive
+	}
 	return &cgroupResolver{
-		mount:  mount,
-		prefix: strings.TrimSuffix(root, "/"),
-		cache:  newCache[uint64](e),
-		now:    time.Now,
+		mount:      mount,
+		prefix:     strings.TrimSuffix(root, "/"),
+		size:       e.cacheSize(),
+		cache:      newCache[uint64](e),
+		now:        time.Now,
+		interval:   cgroupWalkInterval,
+		unknownTTL: cgroupUnknownTTL,
+		maxDepth:   maxCgroupDepth,
+		maxDirs:    maxCgroupWalkDirs,
+		unknown:    unknown,
+		pending:    map[uint64]struct{}{},
 	}
 }
 
-// lookup returns the path of cgroup id, walking the hierarchy again if the
-// id is new and the last walk is more than cgroupWalkInterval old.
+// lookup returns the path of cgroup id. An id not cached is looked for by a
+// walk of the hierarchy, unless a walk in the last r.interval did not find
+// it (it is then unknown for r.unknownTTL); walks are r.interval apart, and
+// an id asked for in between waits for the next one.
 func (r *cgroupResolver) lookup(id uint64) ([]byte, bool) {
 	if path, ok := r.cache.Get(id); ok {
 		return path, true
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	path, ok := r.walked[id]
-	if !ok {
-		now := r.now()
-		if !r.lastWalk.IsZero() && now.Sub(r.lastWalk) < cgroupWalkInterval {
-			return nil, false
-		}
-		r.lastWalk = now
-		walked, err := walkCgroups(r.mount, r.prefix)
-		if err != nil {
-			return nil, false
-		}
-		r.walked = walked
-		if path, ok = walked[id]; !ok {
-			return nil, false
-		}
+	if path, ok := r.cache.Get(id); ok { // found by a walk we waited for
+		return path, true
 	}
-	r.cache.Add(id, path)
-	return path, true
+	now := r.now()
+	if since, ok := r.unknown.Get(id); ok {
+		if now.Sub(since) < r.unknownTTL {
+			return nil, false
+		}
+		r.unknown.Remove(id)
+	}
+	if len(r.pending) < r.size {
+		r.pending[id] = struct{}{}
+	}
+	if !r.lastWalk.IsZero() && now.Sub(r.lastWalk) < r.interval {
+		return nil, false
+	}
+	r.walk(now)
+	return r.cache.Get(id)
 }
 
-// walkCgroups returns the paths of all directories under mount, keyed by
-// inode number, with prefix prepended. Directories that vanish during the
-// walk are skipped.
-func walkCgroups(mount, prefix string) (map[uint64][]byte, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(mount, &st); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: mount, Err: err}
-	}
-	rootPath := prefix
-	if rootPath == "" {
-		rootPath = "/"
-	}
-	paths := map[uint64][]byte{st.Ino: []byte(rootPath)}
-	buf := make([]byte, 64<<10)
-	// pending holds paths relative to mount: "" is mount itself, otherwise
-	// they start with "/".
-	pending := []string{""}
-	for len(pending) > 0 {
-		rel := pending[len(pending)-1]
-		pending = pending[:len(pending)-1]
-		err := readSubdirs(mount+rel, buf, func(ino uint64, name []byte) {
-			child := rel + "/" + string(name)
-			paths[ino] = []byte(prefix + child)
-			pending = append(pending, child)
-		})
-		if err != nil && rel == "" {
-			return nil, err
+// walk looks for the pending ids in the hierarchy. Those found are cached;
+// the others become unknown, whether they are gone or beyond the walk's
+// bounds. While the cache has room, the paths of the other cgroups passed
+// fill it, without evicting anything. The walk ends early when nothing is
+// pending and the cache is full. r.mu is held.
+func (r *cgroupResolver) walk(now time.Time) {
+	r.lastWalk = now
+	r.walks++
+	err := walkCgroups(r.mount, r.prefix, r.maxDepth, r.maxDirs, func(ino uint64, path []byte) bool {
+		if _, ok := r.pending[ino]; ok {
+			delete(r.pending, ino)
+			r.cache.Add(ino, bytes.Clone(path))
+		} else if r.cache.Len() < r.size && !r.cache.Contains(ino) {
+			r.cache.Add(ino, bytes.Clone(path))
 		}
-	}
-	return paths, nil
-}
-
-// readSubdirs calls fn for each subdirectory of dir, with its inode number,
-// straight from getdents64: no stat per entry.
-func readSubdirs(dir string, buf []byte, fn func(ino uint64, name []byte)) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return len(r.pending) > 0 || r.cache.Len() < r.size
+	})
 	if err != nil {
-		return &os.PathError{Op: "open", Path: dir, Err: err}
+		return // the mount is unreadable: try again after r.interval
+	}
+	for id := range r.pending {
+		r.unknown.Add(id, now)
+	}
+	clear(r.pending)
+}
+
+// held is the number of entries the resolver keeps: paths, unknown and
+// pending ids. It is at most 3 times the Env's cache size.
+func (r *cgroupResolver) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cache.Len() + r.unknown.Len() + len(r.pending)
+}
+
+// walkCgroups visits mount and the directories under it, depth first, at
+// most maxDepth levels down and maxDirs directories in all (mount
+// included). visit gets each directory's inode number and path (prefix,
+// then the path below mount; "/" for mount itself when prefix is ""); the
+// path is valid only during the call. visit returns false to end the walk.
+// Directories are opened relative to their parent, without following
+// symlinks; those that vanish during the walk are skipped. The walk holds
+// one file descriptor and one cgroupDirBuf buffer per level. The error is
+// that of opening or reading mount itself.
+func walkCgroups(mount, prefix string, maxDepth, maxDirs int, visit func(ino uint64, path []byte) bool) error {
+	fd, err := unix.Open(mount, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: mount, Err: err}
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: mount, Err: err}
+	}
+	w := &cgroupWalk{visit: visit, maxDepth: maxDepth, left: maxDirs, path: []byte(prefix)}
+	if prefix == "" {
+		w.path = append(w.path, '/')
+	}
+	w.left--
+	if w.left < 0 || !visit(st.Ino, w.path) {
+		return nil
+	}
+	w.path = []byte(prefix)
+	if err := w.dir(fd, 0, mount); err != nil && !errors.Is(err, errWalkDone) {
+		return err
+	}
+	return nil
+}
+
+// errWalkDone ends a walk: the visitor is done or the bound is reached.
+var errWalkDone = errors.New("walk done")
+
+// cgroupWalk is the state of one walkCgroups.
+type cgroupWalk struct {
+	visit    func(ino uint64, path []byte) bool
+	maxDepth int
+	left     int      // directories the walk may still visit
+	path     []byte   // path of the directory being read (prefix first)
+	bufs     [][]byte // getdents buffers, one per level
+}
+
+// dir visits the subdirectories of fd, at depth+1 below the mount, and
+// descends into each. name is fd's path, for errors.
+func (w *cgroupWalk) dir(fd, depth int, name string) error {
+	if len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, make([]byte, cgroupDirBuf))
+	}
+	return readSubdirs(fd, name, w.bufs[depth], func(ino uint64, child []byte) error {
+		if w.left--; w.left < 0 {
+			return errWalkDone
+		}
+		n := len(w.path)
+		w.path = append(append(w.path, '/'), child...)
+		defer func() { w.path = w.path[:n] }()
+		if !w.visit(ino, w.path) {
+			return errWalkDone
+		}
+		if depth+1 >= w.maxDepth {
+			return nil
+		}
+		cfd, err := unix.Openat(fd, string(child), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil // removed, or not a directory after all
+		}
+		defer unix.Close(cfd)
+		if err := w.dir(cfd, depth+1, name); errors.Is(err, errWalkDone) {
+			return err
+		}
+		return nil // a subdirectory that cannot be read is skipped
+	})
+}
+
+// readSubdirs calls fn for each subdirectory of the directory open as fd
+// (its path is dir, for errors), with its inode number, straight from
+// getdents64: no stat per entry. An error from fn ends the reading and is
+// returned.
+func readSubdirs(fd int, dir string, buf []byte, fn func(ino uint64, name []byte) error) error {
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if errors.Is(err, unix.EINTR) {
@@ -214,7 +343,9 @@ func readSubdirs(dir string, buf []byte, fn func(ino uint64, name []byte)) error
 			} else if typ != unix.DT_DIR {
 				continue
 			}
-			fn(ino, name)
+			if err := fn(ino, name); err != nil {
+				return err
+			}
 		}
 	}
 }
