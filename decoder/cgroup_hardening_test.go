@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestHardening09CgroupWalkBounded(t *testing.T) {
 	const cacheSize = 10
 	e, mount := cgroupMemEnv(t)
 	e.CacheSize = cacheSize
-	deepest := cgroupChains(t, mount, 1000, 20) // 20,000 cgroups
+	deepest := cgroupChains(t, mount, 950, 20) // 19,000 cgroups: all within maxCgroupWalkDirs
 	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
 	r, err := e.cgroupResolver()
 	if err != nil {
@@ -120,15 +121,86 @@ func TestHardening09CgroupWalkBounded(t *testing.T) {
 	}
 
 	// Resolvable ids still resolve, at the next walk: one of the tree (not
-	// cached: the cache holds 10 of 20,000) and a new one.
+	// cached: the cache holds 10 of 19,000) and a new one.
 	mkdirs(t, mount, "new.slice/new.service")
 	now = now.Add(cgroupWalkInterval)
-	decodeID(t, d, inode(t, filepath.Join(mount, deepest[999])), "/"+deepest[999])
-	decodeID(t, d, inode(t, filepath.Join(mount, deepest[999])), "/"+deepest[999])
+	decodeID(t, d, inode(t, filepath.Join(mount, deepest[949])), "/"+deepest[949])
+	decodeID(t, d, inode(t, filepath.Join(mount, deepest[949])), "/"+deepest[949])
 	now = now.Add(cgroupWalkInterval)
 	decodeID(t, d, inode(t, filepath.Join(mount, "new.slice/new.service")), "/new.slice/new.service")
 	t.Logf("%d walks in all, %d entries held", r.walks, r.held())
 	if held := r.held(); held > 3*cacheSize {
 		t.Errorf("the resolver holds %d entries, want at most %d", held, 3*cacheSize)
+	}
+}
+
+// TestCgroupWalkBounds checks the walk's bounds: depth, directories, and
+// the visitor ending it; and that the resolver applies them.
+func TestCgroupWalkBounds(t *testing.T) {
+	e, mount := cgroupMemEnv(t)
+	chain := cgroupChains(t, mount, 1, 40)[0] // c00000/l1/.../l39
+	for i := range 100 {
+		mkdirs(t, mount, "wide/w"+strconv.Itoa(i))
+	}
+	writeFile(t, filepath.Join(mount, "wide", "cgroup.procs"), "")
+	if err := os.Symlink(filepath.Join(mount, "c00000"), filepath.Join(mount, "wide", "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	walk := func(maxDepth, maxDirs, stopAt int) (n, deepest int) {
+		t.Helper()
+		err := walkCgroups(mount, "/pre", maxDepth, maxDirs, func(_ uint64, path []byte) bool {
+			n++
+			if !strings.HasPrefix(string(path), "/pre") {
+				t.Fatalf("path %q lacks the prefix", path)
+			}
+			deepest = max(deepest, strings.Count(string(path), "/")-1)
+			return n != stopAt
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, deepest
+	}
+	// mount, 40 levels of the chain, wide and its 100 children.
+	if n, deepest := walk(64, 1000, -1); n != 1+40+1+100 || deepest != 40 {
+		t.Errorf("unbounded walk: %d directories, %d deep; want %d, 40", n, deepest, 1+40+1+100)
+	}
+	if n, deepest := walk(5, 1000, -1); n != 1+5+1+100 || deepest != 5 {
+		t.Errorf("walk 5 deep: %d directories, %d deep; want %d, 5", n, deepest, 1+5+1+100)
+	}
+	if n, _ := walk(64, 50, -1); n != 50 {
+		t.Errorf("walk of at most 50: %d directories", n)
+	}
+	if n, _ := walk(64, 1000, 3); n != 3 {
+		t.Errorf("walk stopped at 3: %d directories", n)
+	}
+	if err := walkCgroups(filepath.Join(mount, "nope"), "", 32, 100, func(uint64, []byte) bool { return true }); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("walk of a missing mount: %v", err)
+	}
+
+	// The resolver: an id deeper than maxDepth is unknown.
+	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
+	r, err := e.cgroupResolver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	r.maxDepth = 5
+	level5 := strings.Join(strings.Split(chain, "/")[:5], "/")
+	level6 := strings.Join(strings.Split(chain, "/")[:6], "/")
+	decodeID(t, d, inode(t, filepath.Join(mount, level5)), "/"+level5)
+	now = now.Add(cgroupWalkInterval)
+	id6 := inode(t, filepath.Join(mount, level6))
+	decodeID(t, d, id6, strconv.FormatUint(id6, 10))
+	// Unknown for cgroupUnknownTTL, looked for again after it.
+	r.maxDepth = 64
+	now = now.Add(cgroupUnknownTTL - time.Second)
+	decodeID(t, d, id6, strconv.FormatUint(id6, 10))
+	now = now.Add(time.Second)
+	decodeID(t, d, id6, "/"+level6)
+	if r.walks != 3 {
+		t.Errorf("walks = %d, want 3", r.walks)
 	}
 }
