@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -118,7 +120,9 @@ type cgroupResolver struct {
 
 	mu       sync.Mutex                    // guards the fields below, and serializes walks
 	unknown  *lru.Cache[uint64, time.Time] // ids a walk did not find, and when
-	pending  map[uint64]struct{}           // ids asked for since the last walk
+	pending  map[uint64]uint64             // ids asked for, and the walk cycle that decides them
+	cursor   []cgroupPos                   // where the last walk stopped; nil: at the top
+	cycle    uint64                        // walk cycles begun (from the top)
 	lastWalk time.Time
 	walks    int // walks done, for tests
 }
@@ -160,7 +164,7 @@ func newCgroupResolver(e *Env, mount, root string) *cgroupResolver {
 		maxDepth:   maxCgroupDepth,
 		maxDirs:    maxCgroupWalkDirs,
 		unknown:    unknown,
-		pending:    map[uint64]struct{}{},
+		pending:    map[uint64]uint64{},
 	}
 }
 
@@ -184,8 +188,8 @@ func (r *cgroupResolver) lookup(id uint64) ([]byte, bool) {
 		}
 		r.unknown.Remove(id)
 	}
-	if len(r.pending) < r.size {
-		r.pending[id] = struct{}{}
+	if _, ok := r.pending[id]; !ok && len(r.pending) < r.size {
+		r.pending[id] = r.cycle + 1 // the next cycle from the top
 	}
 	if !r.lastWalk.IsZero() && now.Sub(r.lastWalk) < r.interval {
 		return nil, false
@@ -194,15 +198,20 @@ func (r *cgroupResolver) lookup(id uint64) ([]byte, bool) {
 	return r.cache.Get(id)
 }
 
-// walk looks for the pending ids in the hierarchy. Those found are cached;
-// the others become unknown, whether they are gone or beyond the walk's
-// bounds. While the cache has room, the paths of the other cgroups passed
-// fill it, without evicting anything. The walk ends early when nothing is
-// pending and the cache is full. r.mu is held.
+// walk looks for the pending ids in the hierarchy, from where the last walk
+// stopped. Those found are cached. While the cache has room, the paths of
+// the other cgroups passed fill it, without evicting anything. The walk
+// ends early when nothing is pending and the cache is full. When a walk
+// reaches the end of the hierarchy, the ids pending since before its cycle
+// began (the walks from the top to the end) become unknown: gone, or
+// beyond maxCgroupDepth. r.mu is held.
 func (r *cgroupResolver) walk(now time.Time) {
 	r.lastWalk = now
 	r.walks++
-	err := walkCgroups(r.mount, r.prefix, r.maxDepth, r.maxDirs, func(ino uint64, path []byte) bool {
+	if r.cursor == nil {
+		r.cycle++
+	}
+	cursor, complete, err := walkCgroups(r.mount, r.prefix, r.maxDepth, r.maxDirs, r.cursor, func(ino uint64, path []byte) bool {
 		if _, ok := r.pending[ino]; ok {
 			delete(r.pending, ino)
 			r.cache.Add(ino, bytes.Clone(path))
@@ -214,10 +223,15 @@ func (r *cgroupResolver) walk(now time.Time) {
 	if err != nil {
 		return // the mount is unreadable: try again after r.interval
 	}
-	for id := range r.pending {
-		r.unknown.Add(id, now)
+	r.cursor = cursor
+	if complete {
+		for id, cycle := range r.pending {
+			if cycle <= r.cycle {
+				delete(r.pending, id)
+				r.unknown.Add(id, now)
+			}
+		}
 	}
-	clear(r.pending)
 }
 
 // held is the number of entries the resolver keeps: paths, unknown and
@@ -228,38 +242,60 @@ func (r *cgroupResolver) held() int {
 	return r.cache.Len() + r.unknown.Len() + len(r.pending)
 }
 
+// cgroupPos is where a walk stands in one directory: in the listing at
+// offset off (a getdents d_off), and walking subdirectory name ("" when it
+// is not walking one: off is then that of the next entry to read).
+type cgroupPos struct {
+	name string
+	off  int64
+}
+
 // walkCgroups visits mount and the directories under it, depth first, at
 // most maxDepth levels down and maxDirs directories in all (mount
-// included). visit gets each directory's inode number and path (prefix,
-// then the path below mount; "/" for mount itself when prefix is ""); the
-// path is valid only during the call. visit returns false to end the walk.
+// included), starting where an earlier walk stopped (from: nil for the
+// top, which visits mount itself).
+//
+// visit gets each directory's inode number and path (prefix, then the
+// path below mount; "/" for mount itself when prefix is ""); the path is
+// valid only during the call. visit returns false to end the walk.
 // Directories are opened relative to their parent, without following
 // symlinks; those that vanish during the walk are skipped. The walk holds
-// one file descriptor and one cgroupDirBuf buffer per level. The error is
-// that of opening or reading mount itself.
-func walkCgroups(mount, prefix string, maxDepth, maxDirs int, visit func(ino uint64, path []byte) bool) error {
+// one file descriptor and one cgroupDirBuf buffer per level.
+//
+// When maxDirs ends the walk, next is where to resume (at most maxDepth
+// positions); it is nil otherwise. complete says the walk reached the end
+// of the hierarchy. The error is that of opening or reading mount itself.
+func walkCgroups(mount, prefix string, maxDepth, maxDirs int, from []cgroupPos, visit func(ino uint64, path []byte) bool) (next []cgroupPos, complete bool, err error) {
 	fd, err := unix.Open(mount, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: mount, Err: err}
+		return nil, false, &os.PathError{Op: "open", Path: mount, Err: err}
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return &os.PathError{Op: "stat", Path: mount, Err: err}
+	w := &cgroupWalk{visit: visit, maxDepth: maxDepth, left: maxDirs, path: []byte(prefix), resume: from}
+	if from == nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, false, &os.PathError{Op: "stat", Path: mount, Err: err}
+		}
+		if prefix == "" {
+			w.path = append(w.path, '/')
+		}
+		if w.left--; w.left < 0 {
+			return nil, false, nil
+		}
+		if !visit(st.Ino, w.path) {
+			return nil, false, nil
+		}
+		w.path = []byte(prefix)
 	}
-	w := &cgroupWalk{visit: visit, maxDepth: maxDepth, left: maxDirs, path: []byte(prefix)}
-	if prefix == "" {
-		w.path = append(w.path, '/')
+	err = w.dir(fd, 0, mount)
+	switch {
+	case errors.Is(err, errWalkDone):
+		return w.stopped, false, nil
+	case err != nil:
+		return nil, false, err
 	}
-	w.left--
-	if w.left < 0 || !visit(st.Ino, w.path) {
-		return nil
-	}
-	w.path = []byte(prefix)
-	if err := w.dir(fd, 0, mount); err != nil && !errors.Is(err, errWalkDone) {
-		return err
-	}
-	return nil
+	return nil, true, nil
 }
 
 // errWalkDone ends a walk: the visitor is done or the bound is reached.
@@ -269,19 +305,42 @@ var errWalkDone = errors.New("walk done")
 type cgroupWalk struct {
 	visit    func(ino uint64, path []byte) bool
 	maxDepth int
-	left     int      // directories the walk may still visit
-	path     []byte   // path of the directory being read (prefix first)
-	bufs     [][]byte // getdents buffers, one per level
+	left     int         // directories the walk may still visit
+	path     []byte      // path of the directory being read (prefix first)
+	bufs     [][]byte    // getdents buffers, one per level
+	resume   []cgroupPos // where to start, one position per level
+	stack    []cgroupPos // where the walk is, one position per level
+	stopped  []cgroupPos // where to resume, when the bound ended the walk
 }
 
 // dir visits the subdirectories of fd, at depth+1 below the mount, and
-// descends into each. name is fd's path, for errors.
+// descends into each. name is mount, for errors: only those of mount
+// itself (depth 0) are returned, besides errWalkDone.
 func (w *cgroupWalk) dir(fd, depth int, name string) error {
 	if len(w.bufs) <= depth {
 		w.bufs = append(w.bufs, make([]byte, cgroupDirBuf))
 	}
-	return readSubdirs(fd, name, w.bufs[depth], func(ino uint64, child []byte) error {
+	var start int64
+	if depth < len(w.resume) {
+		pos := w.resume[depth]
+		if pos.name != "" {
+			n := len(w.path)
+			w.path = append(append(w.path, '/'), pos.name...)
+			err := w.descend(fd, depth, pos.name, pos.off)
+			w.path = w.path[:n]
+			if err != nil {
+				return err
+			}
+		}
+		w.resume = w.resume[:depth]
+		start = pos.off
+		if _, err := unix.Seek(fd, start, io.SeekStart); err != nil {
+			return &os.PathError{Op: "seek", Path: name, Err: err}
+		}
+	}
+	return readSubdirs(fd, name, w.bufs[depth], start, func(ino uint64, child []byte, at, next int64) error {
 		if w.left--; w.left < 0 {
+			w.stopped = append(slices.Clone(w.stack[:depth]), cgroupPos{off: at})
 			return errWalkDone
 		}
 		n := len(w.path)
@@ -290,26 +349,36 @@ func (w *cgroupWalk) dir(fd, depth int, name string) error {
 		if !w.visit(ino, w.path) {
 			return errWalkDone
 		}
-		if depth+1 >= w.maxDepth {
-			return nil
-		}
-		cfd, err := unix.Openat(fd, string(child), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil // removed, or not a directory after all
-		}
-		defer unix.Close(cfd)
-		if err := w.dir(cfd, depth+1, name); errors.Is(err, errWalkDone) {
-			return err
-		}
-		return nil // a subdirectory that cannot be read is skipped
+		return w.descend(fd, depth, string(child), next)
 	})
 }
 
+// descend walks subdirectory child of fd (w.path is its path), whose
+// listing entry ends at offset next. A subdirectory that cannot be opened
+// or read is skipped: only errWalkDone is returned.
+func (w *cgroupWalk) descend(fd, depth int, child string, next int64) error {
+	if depth+1 >= w.maxDepth {
+		return nil
+	}
+	cfd, err := unix.Openat(fd, child, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // removed, or not a directory after all
+	}
+	defer unix.Close(cfd)
+	w.stack = append(w.stack[:depth], cgroupPos{name: child, off: next})
+	if err := w.dir(cfd, depth+1, ""); errors.Is(err, errWalkDone) {
+		return err
+	}
+	return nil
+}
+
 // readSubdirs calls fn for each subdirectory of the directory open as fd
-// (its path is dir, for errors), with its inode number, straight from
-// getdents64: no stat per entry. An error from fn ends the reading and is
+// (its path is dir, for errors; its offset is start), with its inode
+// number, straight from getdents64 (no stat per entry), and the offsets
+// where its entry starts and ends. An error from fn ends the reading and is
 // returned.
-func readSubdirs(fd int, dir string, buf []byte, fn func(ino uint64, name []byte) error) error {
+func readSubdirs(fd int, dir string, buf []byte, start int64, fn func(ino uint64, name []byte, at, next int64) error) error {
+	at := start
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if errors.Is(err, unix.EINTR) {
@@ -329,12 +398,15 @@ func readSubdirs(fd int, dir string, buf []byte, fn func(ino uint64, name []byte
 				return fmt.Errorf("getdents %s: bad record length %d", dir, reclen)
 			}
 			ino := binary.NativeEndian.Uint64(buf[off:])
+			next := int64(binary.NativeEndian.Uint64(buf[off+8:]))
 			typ := buf[off+18]
 			name := buf[off+19 : off+reclen]
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
 			off += reclen
+			entry := at
+			at = next
 			if string(name) == "." || string(name) == ".." {
 				continue
 			}
@@ -346,7 +418,7 @@ func readSubdirs(fd int, dir string, buf []byte, fn func(ino uint64, name []byte
 			} else if typ != unix.DT_DIR {
 				continue
 			}
-			if err := fn(ino, name); err != nil {
+			if err := fn(ino, name, entry, next); err != nil {
 				return err
 			}
 		}

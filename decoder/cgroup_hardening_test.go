@@ -149,7 +149,7 @@ func TestCgroupWalkBounds(t *testing.T) {
 
 	walk := func(maxDepth, maxDirs, stopAt int) (n, deepest int) {
 		t.Helper()
-		err := walkCgroups(mount, "/pre", maxDepth, maxDirs, func(_ uint64, path []byte) bool {
+		_, _, err := walkCgroups(mount, "/pre", maxDepth, maxDirs, nil, func(_ uint64, path []byte) bool {
 			n++
 			if !strings.HasPrefix(string(path), "/pre") {
 				t.Fatalf("path %q lacks the prefix", path)
@@ -175,7 +175,7 @@ func TestCgroupWalkBounds(t *testing.T) {
 	if n, _ := walk(64, 1000, 3); n != 3 {
 		t.Errorf("walk stopped at 3: %d directories", n)
 	}
-	if err := walkCgroups(filepath.Join(mount, "nope"), "", 32, 100, func(uint64, []byte) bool { return true }); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, _, err := walkCgroups(filepath.Join(mount, "nope"), "", 32, 100, nil, func(uint64, []byte) bool { return true }); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("walk of a missing mount: %v", err)
 	}
 
@@ -203,4 +203,101 @@ func TestCgroupWalkBounds(t *testing.T) {
 	if r.walks != 3 {
 		t.Errorf("walks = %d, want 3", r.walks)
 	}
+}
+
+// TestCgroupWalkResume: a hierarchy larger than the walk bound is covered
+// by successive walks, each resuming where the last stopped, so a subtree
+// of more cgroups than the bound cannot hide the others; an id is unknown
+// only once a whole cycle of walks has not found it.
+func TestCgroupWalkResume(t *testing.T) {
+	e, mount := cgroupMemEnv(t)
+	cgroupChains(t, mount, 20, 6)
+	mkdirs(t, mount, "zz.slice/last.service")
+	all := map[uint64]string{}
+	_, complete, err := walkCgroups(mount, "", 32, 1000, nil, func(ino uint64, path []byte) bool {
+		all[ino] = string(path)
+		return true
+	})
+	if err != nil || !complete || len(all) != 1+20*6+2 {
+		t.Fatalf("whole walk: %d directories, complete %v, %v", len(all), complete, err)
+	}
+
+	// Walks of at most 7 directories: each sees the next 7, and the
+	// cycle visits every directory exactly once.
+	seen := map[uint64]string{}
+	var cursor []cgroupPos
+	walks := 0
+	for complete = false; !complete; walks++ {
+		if walks > 100 {
+			t.Fatal("no end after 100 walks")
+		}
+		n := 0
+		cursor, complete, err = walkCgroups(mount, "", 32, 7, cursor, func(ino uint64, path []byte) bool {
+			n++
+			if old, ok := seen[ino]; ok {
+				t.Errorf("%s visited twice (as %s)", path, old)
+			}
+			seen[ino] = string(path)
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !complete && (n != 7 || len(cursor) == 0) {
+			t.Fatalf("walk %d: %d directories, cursor %v", walks, n, cursor)
+		}
+		if len(cursor) > 32 {
+			t.Fatalf("cursor of %d levels", len(cursor))
+		}
+	}
+	if len(seen) != len(all) || walks != (len(all)+6)/7 {
+		t.Errorf("cycle: %d of %d directories in %d walks", len(seen), len(all), walks)
+	}
+	for ino, path := range all {
+		if seen[ino] != path {
+			t.Errorf("%d: %q in the cycle, %q in the whole walk", ino, seen[ino], path)
+		}
+	}
+
+	// The resolver, 7 directories a walk: every cgroup is found, within a
+	// cycle of walks; an unknown id is reported unknown after one.
+	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
+	r, err := e.cgroupResolver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	r.maxDirs = 7
+	decodeID(t, d, inode(t, mount), "/")
+	last := inode(t, filepath.Join(mount, "zz.slice/last.service"))
+	const gone = 1 << 50
+	cycle := (len(all) + 6) / 7
+	for i := range cycle + 2 {
+		now = now.Add(cgroupWalkInterval)
+		out, err := d.Decode(u64(last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) == "/zz.slice/last.service" {
+			break
+		}
+		if i == cycle+1 {
+			t.Fatalf("%d not found after %d walks: %s", last, r.walks, out)
+		}
+	}
+	for range 2*cycle + 2 {
+		decodeID(t, d, gone, strconv.FormatUint(gone, 10))
+		if _, ok := r.unknown.Peek(gone); ok {
+			break
+		}
+		now = now.Add(cgroupWalkInterval)
+	}
+	if _, ok := r.unknown.Peek(gone); !ok {
+		t.Fatalf("%d not unknown after %d walks", uint64(gone), r.walks)
+	}
+	if len(r.pending) != 0 {
+		t.Errorf("pending %v", r.pending)
+	}
+	t.Logf("%d directories, %d walks a cycle; %d walks in all", len(all), cycle, r.walks)
 }

@@ -208,7 +208,7 @@ func BenchmarkCgroupWalk(b *testing.B) {
 	dirs := 0
 	for b.Loop() {
 		dirs = 0
-		err := walkCgroups(mount, "", maxCgroupDepth, maxCgroupWalkDirs, func(uint64, []byte) bool {
+		_, _, err := walkCgroups(mount, "", maxCgroupDepth, maxCgroupWalkDirs, nil, func(uint64, []byte) bool {
 			dirs++
 			return true
 		})
