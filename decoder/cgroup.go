@@ -29,9 +29,14 @@ func init() { register("cgroup", newCgroup) }
 // The hierarchy is found through the cgroup2 entry of
 // <ProcRoot>/self/mountinfo, and paths are relative to its root (so they
 // match /proc/<pid>/cgroup). Ids are resolved by walking the mounted
-// directory tree and reading inode numbers; an id not seen in the last walk
-// triggers a new one, at most once per second. Paths once resolved are kept
-// in an LRU cache, so a removed cgroup's counters keep their path.
+// directory tree and reading inode numbers. An id not cached triggers a
+// walk, at most one per cgroupWalkInterval (10 s); a walk visits at most
+// maxCgroupWalkDirs directories (20,000), maxCgroupDepth levels deep (32),
+// and the next one resumes where it stopped. An id a whole cycle of walks
+// did not find prints as its number for cgroupUnknownTTL (1 minute) before
+// it is looked for again. Paths once resolved are kept in an LRU cache of
+// the Env's cache size, so a removed cgroup's counters keep their path; the
+// resolver keeps nothing else but as many pending and unknown ids.
 type cgroupDecoder struct {
 	r    *cgroupResolver
 	size int
