@@ -73,11 +73,12 @@ func TestCgroup(t *testing.T) {
 		{name: "short", in: u32(1), err: "cgroup: got 4 bytes, want 8"},
 	})
 
-	// A new cgroup is found by the next walk, at most one per second.
+	// A new cgroup is found by the next walk, at most one per
+	// cgroupWalkInterval.
 	mkdirs(t, mount, "system.slice/new.service")
 	fresh := inode(t, filepath.Join(mount, "system.slice/new.service"))
 	runCases(t, d, []decodeCase{{name: "rate limited", in: u64(fresh), out: strconv.FormatUint(fresh, 10)}})
-	now = now.Add(999 * time.Millisecond)
+	now = now.Add(cgroupWalkInterval - time.Millisecond)
 	runCases(t, d, []decodeCase{{name: "still limited", in: u64(fresh), out: strconv.FormatUint(fresh, 10)}})
 	now = now.Add(time.Millisecond)
 	runCases(t, d, []decodeCase{{name: "walked", in: u64(fresh), out: "/system.slice/new.service"}})
@@ -204,9 +205,16 @@ func BenchmarkCgroupWalk(b *testing.B) {
 	if !ok {
 		b.Skip("no cgroup2 mount")
 	}
+	dirs := 0
 	for b.Loop() {
-		if _, err := walkCgroups(mount, ""); err != nil {
+		dirs = 0
+		_, _, err := walkCgroups(mount, "", maxCgroupDepth, maxCgroupWalkDirs, nil, func(uint64, []byte) bool {
+			dirs++
+			return true
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(dirs), "dirs/op")
 }
