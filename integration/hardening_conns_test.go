@@ -54,13 +54,36 @@ func closedByPeer(c net.Conn, d time.Duration) bool {
 // alive) does not block scrapes: each new client takes the place of the
 // connection idle longest. Five scrapers in a row, each on its own
 // connection which it then keeps open too, each get /metrics within 2 s;
-// the five oldest idle connections are the ones closed, the process holds
+// five of the oldest idle connections are the ones closed, the process holds
 // at most the cap in connections, and
 // kernel_exporter_http_connections_evicted_total counts the evictions.
 // Before the fix (netutil.LimitListener) the first scrape timed out.
 func TestHardening08IdleConnectionsEvicted(t *testing.T) {
+	idleEvicted(t, Start(t, "--programs=timers", "--web.max-connections=50"))
+}
+
+// TestHardening08IdleConnectionsEvictedSystemdSocket is
+// TestHardening08IdleConnectionsEvicted with the listener passed by
+// systemd-socket-activate (--web.systemd-socket), which goes through the
+// same connection limiter.
+func TestHardening08IdleConnectionsEvictedSystemdSocket(t *testing.T) {
+	tool := probeNeedTool(t, "socket activation", "systemd-socket-activate")
+	// startWrapped appends the binary and --web.listen-address=<addr>:
+	// the wrapper listens on that address and execs the exporter (same
+	// pid) at the first connection, passing the socket.
+	script := `a=${1#--web.listen-address=}; exec "$TOOL" -l "$a" "$0" "$@"`
+	t.Setenv("TOOL", tool)
+	e := startWrapped(t, []string{"sh", "-c", script}, "--web.systemd-socket", "--programs=timers", "--web.max-connections=50")
+	if !strings.Contains(e.Logs(), "Execing "+binary) {
+		t.Fatalf("the exporter was not started by systemd-socket-activate:\n%s", e.Logs())
+	}
+	idleEvicted(t, e)
+}
+
+// idleEvicted is the body of TestHardening08IdleConnectionsEvicted, against
+// an exporter started with --web.max-connections=50.
+func idleEvicted(t *testing.T, e *Exporter) {
 	const max, scrapes = 50, 5
-	e := Start(t, "--programs=timers", "--web.max-connections=50")
 	pid := e.cmd.Process.Pid
 	// Start's polling client keeps its connection: close it so that the
 	// cap holds exactly the connections opened below.
@@ -113,9 +136,17 @@ func TestHardening08IdleConnectionsEvicted(t *testing.T) {
 	}
 	after := openFDs(t, pid)
 	t.Logf("open fds after %d scrapes: %d (%d before any connection); evicted_total %v", scrapes, after, before, evicted)
+	// The server evicts by when it saw a connection go idle, which may
+	// lag the client's read of the response by a few connections (a
+	// goroutine descheduled, a GC): the evicted ones are among the oldest.
+	var closed []int
 	for i, c := range conns {
-		if got, want := closedByPeer(c, 20*time.Millisecond), i < scrapes; got != want {
-			t.Errorf("idle connection #%d (of %d, oldest first) closed by the server: %v, want %v", i, max, got, want)
+		if closedByPeer(c, 20*time.Millisecond) {
+			closed = append(closed, i)
 		}
+	}
+	t.Logf("idle connections closed by the server (0 = opened first): %v", closed)
+	if len(closed) != scrapes || closed[len(closed)-1] >= 2*scrapes {
+		t.Errorf("idle connections closed: %v, want %d of the %d opened first", closed, scrapes, 2*scrapes)
 	}
 }
