@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,9 +17,10 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// idleConn opens a connection to url, sends one GET / on it, reads the whole
-// response and returns the connection, kept alive and idle.
-func idleConn(t *testing.T, url string) (net.Conn, error) {
+// idleConn opens a connection to url, sends one GET / on it (without
+// credentials), reads the whole response, which must have status code
+// want, and returns the connection, kept alive and idle.
+func idleConn(t *testing.T, url string, want int) (net.Conn, error) {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
@@ -34,7 +37,7 @@ func idleConn(t *testing.T, url string) (net.Conn, error) {
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if err == nil && resp.StatusCode != 200 {
+	if err == nil && resp.StatusCode != want {
 		err = errors.New(resp.Status)
 	}
 	c.SetDeadline(time.Time{})
@@ -59,7 +62,32 @@ func closedByPeer(c net.Conn, d time.Duration) bool {
 // kernel_exporter_http_connections_evicted_total counts the evictions.
 // Before the fix (netutil.LimitListener) the first scrape timed out.
 func TestHardening08IdleConnectionsEvicted(t *testing.T) {
-	idleEvicted(t, Start(t, "--programs=timers", "--web.max-connections=50"))
+	idleEvicted(t, Start(t, "--programs=timers", "--web.max-connections=50"), false)
+}
+
+// scrapePassword is the password of user prom in the web config of
+// TestHardening08IdleConnectionsEvictedBasicAuth; the hash is bcrypt's
+// (cost 4).
+const (
+	scrapePassword = "scrape-secret"
+	scrapeHash     = "$2a$04$pTw5EL25C.21Aow0c4M4P.pfdYVElpeSYqJKYJJPHC0DITlINfyIK"
+)
+
+// TestHardening08IdleConnectionsEvictedBasicAuth is
+// TestHardening08IdleConnectionsEvicted with basic authentication on: the
+// 50 idle connections got 401 (which keeps a connection alive), the
+// scrapes have the password.
+func TestHardening08IdleConnectionsEvictedBasicAuth(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(cfg, []byte("basic_auth_users:\n  prom: "+scrapeHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Start polls /metrics without credentials: spawn and wait for the
+	// port instead.
+	cmd, url, logs := spawn(t, nil, "--programs=timers", "--web.max-connections=50", "--web.config.file="+cfg)
+	waitPort(t, url, logs)
+	e := &Exporter{t: t, cmd: cmd, URL: url, logs: logs}
+	idleEvicted(t, e, true)
 }
 
 // TestHardening08IdleConnectionsEvictedSystemdSocket is
@@ -77,12 +105,13 @@ func TestHardening08IdleConnectionsEvictedSystemdSocket(t *testing.T) {
 	if !strings.Contains(e.Logs(), "Execing "+binary) {
 		t.Fatalf("the exporter was not started by systemd-socket-activate:\n%s", e.Logs())
 	}
-	idleEvicted(t, e)
+	idleEvicted(t, e, false)
 }
 
 // idleEvicted is the body of TestHardening08IdleConnectionsEvicted, against
-// an exporter started with --web.max-connections=50.
-func idleEvicted(t *testing.T, e *Exporter) {
+// an exporter started with --web.max-connections=50 and, when auth, basic
+// authentication of user prom with scrapePassword.
+func idleEvicted(t *testing.T, e *Exporter, auth bool) {
 	const max, scrapes = 50, 5
 	pid := e.cmd.Process.Pid
 	// Start's polling client keeps its connection: close it so that the
@@ -92,7 +121,11 @@ func idleEvicted(t *testing.T, e *Exporter) {
 	before := openFDs(t, pid)
 	conns := make([]net.Conn, 0, max)
 	for i := range max {
-		c, err := idleConn(t, e.URL)
+		want := http.StatusOK
+		if auth {
+			want = http.StatusUnauthorized
+		}
+		c, err := idleConn(t, e.URL, want)
 		if err != nil {
 			t.Fatalf("idle connection #%d: %v", i, err)
 		}
@@ -107,7 +140,14 @@ func idleEvicted(t *testing.T, e *Exporter) {
 		// Prometheus does, so the cap stays full of idle connections.
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{}}
 		start := time.Now()
-		resp, err := client.Get(e.URL + "/metrics")
+		req, err := http.NewRequest("GET", e.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth {
+			req.SetBasicAuth("prom", scrapePassword)
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("scrape %d with %d idle connections held: %v (after %v)", i+1, max, err, time.Since(start).Round(time.Millisecond))
 		}

@@ -497,3 +497,41 @@ func TestLimitConcurrent(t *testing.T) {
 	waitFor(t, "the server closed every connection", func() bool { return serverOpen.Load() == 0 })
 	s.settled(t)
 }
+
+// unpollable hides the listener's SyscallConn, as vsock's listener has none.
+type unpollable struct{ net.Listener }
+
+// TestLimitUnpollableListener checks the fallback for a listener whose
+// descriptor cannot be polled (vsock): at the cap with a connection idle,
+// that one is evicted at once (before a client comes), so a new client is
+// served, and the cap holds.
+func TestLimitUnpollableListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := prometheus.NewCounter(prometheus.CounterOpts{Name: "evicted_total", Help: "test"})
+	s := &limited{l: newLimitListener(unpollable{ln}, 2, ev), evicted: ev}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ConnState: connState}
+	go srv.Serve(s.l)
+	t.Cleanup(func() { srv.Close() })
+	var cs []*client
+	for i := range 2 {
+		c := s.dial(t)
+		if err := c.get(); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		cs = append(cs, c)
+	}
+	waitFor(t, "the idle longest evicted ahead of a client", func() bool { return s.evictions() == 1 })
+	if !cs[0].closed() || cs[1].closed() {
+		t.Errorf("evicted ahead: want connection 0 closed, 1 open")
+	}
+	n := s.dial(t)
+	if err := n.get(); err != nil {
+		t.Errorf("new client: %v", err)
+	}
+	if open, _ := s.slots(); open > 2 {
+		t.Errorf("%d slots taken at cap 2", open)
+	}
+}
