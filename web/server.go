@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
-	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
@@ -58,8 +57,11 @@ const (
 	// scrapes of a config share one read of its maps.
 	DefaultMaxRequests = 40
 	// DefaultMaxConnections is the default of --web.max-connections: open
-	// connections, idle ones included. Further clients wait in the
-	// kernel's accept queue, holding no file descriptor of the process.
+	// connections, idle ones included. At the cap, a new client takes the
+	// place of the connection idle longest (closed, counted in
+	// kernel_exporter_http_connections_evicted_total); when none is idle,
+	// further clients wait in the kernel's accept queue, holding no file
+	// descriptor of the process, until one ends.
 	DefaultMaxConnections = 512
 )
 
@@ -88,6 +90,7 @@ type Server struct {
 	log       *slog.Logger
 	listeners []net.Listener
 	maxConns  int
+	evicted   prometheus.Counter
 }
 
 // CheckMetricsPath returns an error naming the flag and value unless p is a
@@ -156,8 +159,22 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ConnState:         connState,
 	}
-	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections}, nil
+	evicted := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kernel_exporter_http_connections_evicted_total",
+		Help: "HTTP connections closed while idle to admit a new client at --web.max-connections.",
+	})
+	if reg != nil {
+		if err := reg.Register(evicted); err != nil {
+			are, ok := err.(prometheus.AlreadyRegisteredError)
+			if !ok {
+				return nil, fmt.Errorf("register kernel_exporter_http_connections_evicted_total: %w", err)
+			}
+			evicted = are.ExistingCollector.(prometheus.Counter)
+		}
+	}
+	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, evicted: evicted}, nil
 }
 
 // waitLoaded holds a request until loaded is closed, the request ends or
@@ -196,8 +213,10 @@ func MaxConnections(want int) int {
 
 // Listen binds the listeners: the systemd socket-activated ones with
 // --web.systemd-socket, else one TCP listener per --web.listen-address.
-// Each accepts at most MaxConnections(Options.MaxConnections) connections
-// at once. It returns the bind error (address in use, no permission).
+// Each holds at most MaxConnections(Options.MaxConnections) connections
+// at once: at the cap, a new client evicts the connection idle longest, or
+// waits for one to end when none is idle (see limitListener). It returns
+// the bind error (address in use, no permission).
 func (s *Server) Listen() error {
 	var ls []net.Listener
 	if s.flags.WebSystemdSocket != nil && *s.flags.WebSystemdSocket {
@@ -231,7 +250,7 @@ func (s *Server) Listen() error {
 		s.log.Warn("connection cap lowered to half of the file-descriptor limit", "max_connections", n, "wanted", s.maxConns)
 	}
 	for i, l := range ls {
-		ls[i] = netutil.LimitListener(l, n)
+		ls[i] = newLimitListener(l, n, s.evicted)
 	}
 	s.listeners = ls
 	return nil
