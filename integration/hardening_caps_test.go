@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,8 +92,14 @@ func checkThreadsCapEff(t *testing.T, pid int, want uint64) {
 	}
 	bad := 0
 	for _, task := range tasks {
-		got := procCaps(t, fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))["CapEff"]
-		if got != want {
+		caps, err := loader.StatusCaps(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread ended since the directory was read
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := uint64(caps["CapEff"]); got != want {
 			bad++
 			t.Errorf("thread %s of %d: CapEff %016x, want %016x: capabilities are per thread, every one must drop", task.Name(), pid, got, want)
 		}
