@@ -102,15 +102,23 @@ const (
 	// cgroupDirBuf is the getdents buffer of each level of a walk (a record
 	// is at most 280 bytes).
 	cgroupDirBuf = 8 << 10
+
+	// maxCgroupFill bounds the two sets whose entries no scrape asked for:
+	// the cgroups a walk caches in passing (so that the first scrapes of a
+	// small host have every name), and the ids found missing (which only
+	// spare walks, already at most one per interval). Under churn, with
+	// thousands of short-lived cgroups a minute, bigger sets only grew.
+	maxCgroupFill = 4096
 )
 
 // cgroupResolver maps cgroup ids to paths for one Env.
 //
-// It holds at most size paths (the Env's cache size) and 2*size ids: an id
-// is looked for by walking the hierarchy, which keeps the paths of the ids
-// asked for since the last walk (pending) and, while the cache has room,
-// those of the other cgroups it passes (so that a host with fewer cgroups
-// than the cache size has them all named after one walk, as before).
+// It holds at most size paths (the Env's cache size), size pending ids and
+// maxCgroupFill unknown ids: an id is looked for by walking the hierarchy,
+// which keeps the paths of the ids asked for since the last walk (pending)
+// and, while the cache holds fewer than maxCgroupFill paths, those of the
+// other cgroups it passes (so that a small host has them all named after
+// one walk, as before).
 type cgroupResolver struct {
 	mount  string // where the hierarchy is mounted
 	prefix string // its root within the hierarchy; "" for "/"
@@ -154,7 +162,7 @@ func newCgroupResolver(e *Env, mount, root string) *cgroupResolver {
 	if root == "/" {
 		root = ""
 	}
-	unknown, err := lru.New[uint64, time.Time](e.cacheSize())
+	unknown, err := lru.New[uint64, time.Time](min(e.cacheSize(), maxCgroupFill))
 	if err != nil {
 		panic(err) // cacheSize is positive
 	}
@@ -220,10 +228,10 @@ func (r *cgroupResolver) walk(now time.Time) {
 		if _, ok := r.pending[ino]; ok {
 			delete(r.pending, ino)
 			r.cache.Add(ino, bytes.Clone(path))
-		} else if r.cache.Len() < r.size && !r.cache.Contains(ino) {
+		} else if r.cache.Len() < min(r.size, maxCgroupFill) && !r.cache.Contains(ino) {
 			r.cache.Add(ino, bytes.Clone(path))
 		}
-		return len(r.pending) > 0 || r.cache.Len() < r.size
+		return len(r.pending) > 0 || r.cache.Len() < min(r.size, maxCgroupFill)
 	})
 	if err != nil {
 		return // the mount is unreadable: try again after r.interval

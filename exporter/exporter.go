@@ -141,16 +141,19 @@ func (e *Exporter) Start(ctx context.Context) {
 			}
 		}()
 	}
+	warmed := make(chan struct{})
 	go func() {
 		ended.Wait()
 		// Read kallsyms now, if a decoder wants it, while the process still
 		// has CAP_SYSLOG: Loaded is followed by the capability drop, after
 		// which the kernel shows every address as 0.
 		env.Warm()
+		close(warmed)
 		e.once.Do(func() { close(e.loaded) })
 	}()
 	go func() {
 		finished.Wait()
+		<-warmed
 		// Start-up used memory that serving does not need (the decoded
 		// kernel BTF, the text of kallsyms): drop it and give it back to
 		// the system now rather than over the next minutes.
