@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
 // cgroupChains makes chains*depth directories under mount: chain i is
@@ -73,13 +71,8 @@ func TestHardening09CgroupWalkBounded(t *testing.T) {
 	e, mount := cgroupMemEnv(t)
 	e.CacheSize = cacheSize
 	deepest := cgroupChains(t, mount, 950, 20) // 19,000 cgroups: all within maxCgroupWalkDirs
-	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
-	r, err := e.cgroupResolver()
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
+	d, r := resolverWithClock(t, e, &now)
 
 	decodeID(t, d, inode(t, filepath.Join(mount, deepest[500])), "/"+deepest[500])
 	if r.walks != 1 {
@@ -180,13 +173,8 @@ func TestCgroupWalkBounds(t *testing.T) {
 	}
 
 	// The resolver: an id deeper than maxDepth is unknown.
-	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
-	r, err := e.cgroupResolver()
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
+	d, r := resolverWithClock(t, e, &now)
 	r.maxDepth = 5
 	level5 := strings.Join(strings.Split(chain, "/")[:5], "/")
 	level6 := strings.Join(strings.Split(chain, "/")[:6], "/")
@@ -261,13 +249,8 @@ func TestCgroupWalkResume(t *testing.T) {
 
 	// The resolver, 7 directories a walk: every cgroup is found, within a
 	// cycle of walks; an unknown id is reported unknown after one.
-	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
-	r, err := e.cgroupResolver()
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
+	d, r := resolverWithClock(t, e, &now)
 	r.maxDirs = 7
 	decodeID(t, d, inode(t, mount), "/")
 	last := inode(t, filepath.Join(mount, "zz.slice/last.service"))

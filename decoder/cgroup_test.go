@@ -54,13 +54,8 @@ func TestCgroup(t *testing.T) {
 	if err := os.Symlink(filepath.Join(mount, "user.slice"), filepath.Join(mount, "system.slice", "link")); err != nil {
 		t.Fatal(err)
 	}
-	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
-	r, err := e.cgroupResolver()
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
+	d, _ := resolverWithClock(t, e, &now)
 
 	cron := inode(t, filepath.Join(mount, "system.slice/cron.service"))
 	runCases(t, d, []decodeCase{
@@ -217,4 +212,17 @@ func BenchmarkCgroupWalk(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(dirs), "dirs/op")
+}
+
+// resolverWithClock builds a cgroup decoder on e and returns it with its
+// resolver, whose clock reads *now.
+func resolverWithClock(t *testing.T, e *Env, now *time.Time) (Decoder, *cgroupResolver) {
+	t.Helper()
+	d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
+	r, err := e.cgroupResolver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.now = func() time.Time { return *now }
+	return d, r
 }
