@@ -29,6 +29,10 @@ const (
 	// table (refused when larger) and the string table of a symbol table
 	// (when larger, names are read one by one with bounded reads instead).
 	MaxStringTable = 16 << 20 // 16 MiB
+	// MaxSectionName bounds one section name, in bytes (real ones are a
+	// few dozen; debug/elf copies each, so their total is bounded by
+	// MaxStringTable too).
+	MaxSectionName = 1024
 	// MaxSymbols bounds the number of entries of one symbol table
 	// (.symtab or .dynsym, the null entry included) that a lookup scans; a
 	// larger table is refused.
@@ -183,6 +187,39 @@ func checkHeaders(r io.ReaderAt, size int64) error {
 	}
 	if strSize > MaxStringTable {
 		return fmt.Errorf("ELF section name table: %d bytes, more than the %s limit", strSize, bounded.Size(MaxStringTable))
+	}
+	// debug/elf copies every section's name: many headers naming one long
+	// string would cost their count times its length. Each name is at most
+	// MaxSectionName bytes, and all of them MaxStringTable.
+	strOffOff := int64(16)
+	if class64 {
+		strOffOff = 24
+	}
+	strOff, ok := word(hdr+strOffOff, wordSize)
+	if !ok || size >= 0 && (strOff > uint64(size) || strSize > uint64(size)-strOff) {
+		return nil // NewFile fails reading it
+	}
+	names := make([]byte, strSize)
+	if _, err := r.ReadAt(names, int64(strOff)); err != nil {
+		return nil
+	}
+	var total uint64
+	for i := uint64(0); i < shnum; i++ {
+		off, ok := word(int64(shoff+i*shentsize), 4)
+		if !ok || off >= strSize {
+			continue
+		}
+		rest := names[off:min(uint64(len(names)), off+MaxSectionName+1)]
+		n := bytes.IndexByte(rest, 0)
+		if n < 0 {
+			if len(rest) > MaxSectionName {
+				return fmt.Errorf("ELF section %d: a name longer than %d bytes", i, MaxSectionName)
+			}
+			n = len(rest)
+		}
+		if total += uint64(n); total > MaxStringTable {
+			return fmt.Errorf("ELF section names: more than %s in all", bounded.Size(MaxStringTable))
+		}
 	}
 	return nil
 }
