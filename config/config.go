@@ -383,6 +383,8 @@ func isIndex(e string) bool {
 var (
 	yamlLine      = regexp.MustCompile(`^line (\d+): (.*)$`)
 	unknownField  = regexp.MustCompile(`^field (.*) not found in type config\.(\w+)$`)
+	unknownAnchor = regexp.MustCompile(`^unknown anchor .* referenced$`)
+	cannotDecode  = regexp.MustCompile(`^cannot decode \S+ .* as an? (!!\w+)$`)
 	keyTwice      = regexp.MustCompile(`^mapping key .* already defined at line (\d+)$`)
 	fieldTwice    = regexp.MustCompile(`^field (.*) already set in type config\.(\w+)$`)
 	wrongTypeVal  = regexp.MustCompile("^cannot unmarshal (\\S+) `(.*)` into (.+)$")
@@ -420,6 +422,14 @@ func yamlMessage(msg string) string {
 		}
 		return fmt.Sprintf("unknown key %s in %s", Quote(m[1]), typeNoun(m[2]))
 	}
+	// Anchors and tagged values may be the first bytes of a file that is
+	// not a config: described, never quoted.
+	if unknownAnchor.MatchString(msg) {
+		return "unknown anchor referenced (an alias *name with no &name before it)"
+	}
+	if m := cannotDecode.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("a value tagged %s that is not one", m[1])
+	}
 	if m := keyTwice.FindStringSubmatch(msg); m != nil {
 		// Keys are not shown: the line is enough to find the key, and the
 		// first keys of a file that is not a config are its content.
@@ -431,7 +441,10 @@ func yamlMessage(msg string) string {
 	if m := wrongTypeVal.FindStringSubmatch(msg); m != nil {
 		if m[3] == "config.Config" {
 			// The whole file is one scalar: nothing of it is shown.
-			kind, _ := yamlKind(m[1])
+			kind, ok := yamlKind(m[1])
+			if !ok {
+				kind = "value with a custom tag"
+			}
 			return fmt.Sprintf("not a config: the file is a single %s, not a mapping of config keys", kind)
 		}
 		kind, ok := yamlKind(m[1])

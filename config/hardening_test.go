@@ -286,6 +286,10 @@ func TestHardening10ConfigErrorNoContent(t *testing.T) {
 		{"short secret alone", "hunter2xy\n", []string{"hunter2xy"}},
 		{"short secret as a key", "AKIA1234:\n", []string{"AKIA1234"}},
 		{"short secret key twice", "hunter2xy: 1\nhunter2xy: 2\n", []string{"hunter2xy"}},
+		{"short secret as an alias", "*hunter2\n", []string{"hunter2"}},
+		{"short secret in a list of aliases", "[*hunter2]\n", []string{"hunter2"}},
+		{"short secret tagged", "!!int hunter2\n", []string{"hunter2"}},
+		{"short secret as a tagged key", "{? !!int hunter2}\n", []string{"hunter2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -213,8 +213,8 @@ func MaxConnections(want int) int {
 
 // Listen binds the listeners: the systemd socket-activated ones with
 // --web.systemd-socket, else one TCP listener per --web.listen-address.
-// Each holds at most MaxConnections(Options.MaxConnections) connections
-// at once: at the cap, a new client evicts the connection idle longest, or
+// Together they hold at most MaxConnections(Options.MaxConnections)
+// connections at once, each listener an equal share: at the cap, a new client evicts the connection idle longest, or
 // waits for one to end when none is idle (see limitListener). It returns
 // the bind error (address in use, no permission).
 func (s *Server) Listen() error {
@@ -249,8 +249,14 @@ func (s *Server) Listen() error {
 	if n < s.maxConns {
 		s.log.Warn("connection cap lowered to half of the file-descriptor limit", "max_connections", n, "wanted", s.maxConns)
 	}
+	// The cap is for all listeners together: each gets its share, so that
+	// several --web.listen-address values never hold more than n.
+	share := max(n/len(ls), 1)
+	if share*len(ls) > n {
+		s.log.Warn("more listeners than --web.max-connections: one connection each", "listeners", len(ls), "max_connections", n)
+	}
 	for i, l := range ls {
-		ls[i] = newLimitListener(l, n, s.evicted)
+		ls[i] = newLimitListener(l, share, s.evicted)
 	}
 	s.listeners = ls
 	return nil

@@ -173,3 +173,28 @@ func TestStartupWait(t *testing.T) {
 		t.Errorf("scrape during start-up answered after %v, want when the loads end (300ms)", d)
 	}
 }
+
+// TestHardening08ConnectionCapAllListeners checks that --web.max-connections
+// bounds the connections of all listeners together: two listen addresses
+// with a cap of 10 take 5 each (each took 10, and K addresses K times the
+// cap, up to every file descriptor).
+func TestHardening08ConnectionCapAllListeners(t *testing.T) {
+	addrs := []string{"127.0.0.1:0", "127.0.0.1:0"}
+	o := opts("/metrics")
+	o.MaxConnections = 10
+	srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{WebListenAddresses: &addrs}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(srv.listeners)
+	total := 0
+	for _, l := range srv.listeners {
+		total += l.(*limitListener).max
+	}
+	if total != 10 {
+		t.Errorf("listeners take %d connections in all, want 10", total)
+	}
+}
