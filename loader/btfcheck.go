@@ -17,7 +17,7 @@ const (
 	// MaxBTF bounds the BTF that cilium/ebpf reads from a --btf.path file:
 	// the whole file when it is raw BTF, the .BTF section of an ELF
 	// vmlinux. A distribution kernel's vmlinux BTF is about 5-8 MB.
-	MaxBTF = 256 << 20 // 256 MiB
+	MaxBTF = 64 << 20 // 64 MiB: eight times a distribution BTF; parsed, a 256 MiB one took 1.2 GB
 	// MaxBTFSymbols bounds the symbol table (.symtab) of an ELF vmlinux
 	// and its string table, each: cilium/ebpf reads them whole, and makes
 	// a Go value of each symbol (about 4 times the table's size in

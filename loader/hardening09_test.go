@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 )
 
@@ -268,7 +270,7 @@ func TestHardening09BTFPathSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, rss := runLimited(t, t.Name(), "btf", raw)
-	if want := "load BTF " + raw + ": raw BTF of 3900000040 bytes, larger than the 256 MiB limit"; got != want {
+	if want := "load BTF " + raw + ": raw BTF of 3900000040 bytes, larger than the 64 MiB limit"; got != want {
 		t.Errorf("raw: got %q, want %q", got, want)
 	}
 	if rss > maxChildRSS {
@@ -279,7 +281,7 @@ func TestHardening09BTFPathSize(t *testing.T) {
 	// sparse 4 GB file.
 	obj := sparseTarget(t, "../programs/exec.bpf.o", ".BTF", 4096, tl, 4_000_000_000)
 	got, rss = runLimited(t, t.Name(), "btf", obj)
-	if want := "load BTF " + obj + ": section .BTF: 3900000000 bytes, more than the 256 MiB limit"; got != want {
+	if want := "load BTF " + obj + ": section .BTF: 3900000000 bytes, more than the 64 MiB limit"; got != want {
 		t.Errorf("ELF: got %q, want %q", got, want)
 	}
 	if rss > maxChildRSS {
@@ -335,7 +337,7 @@ func TestCheckBTF(t *testing.T) {
 		{"strings past the end", hdr(be, 24, 0, 10, 100, 100), 134, "raw BTF: string section (100 bytes at offset 124) is past the end of the file (134 bytes)"},
 		{"header length", hdr(le, 8, 0, 10, 10, 10), 134, "raw BTF: header length 8 is out of range (24 to the file's 134 bytes)"},
 		{"short", hdr(le, 24, 0, 0, 0, 0)[:10], 10, "raw BTF: file of 10 bytes is shorter than the 24-byte header"},
-		{"large file", hdr(le, 24, 0, 10, 10, 10), MaxBTF + 1, "raw BTF of 268435457 bytes, larger than the 256 MiB limit"},
+		{"large file", hdr(le, 24, 0, 10, 10, 10), MaxBTF + 1, "raw BTF of 67108865 bytes, larger than the 64 MiB limit"},
 		{"neither", []byte("root:$6$secret:19000:0:99999:7:::\n"), 35, "not a BTF file: neither raw BTF (magic 0xeB9F) nor ELF"},
 	} {
 		_, err := checkBTF(strings.NewReader(string(tc.data)), tc.size)
@@ -346,5 +348,42 @@ func TestCheckBTF(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%s: err = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestHardening09BTFPathShared checks that --btf.path is parsed once for
+// all the configs loading at the same time (each parsed its own copy: with
+// every bundled program, a 40 MB file took 2.5 GB), and again after
+// ReleaseKernelTypes.
+func TestHardening09BTFPathShared(t *testing.T) {
+	data, err := os.ReadFile("/sys/kernel/btf/vmlinux")
+	if err != nil {
+		t.Skip("no kernel BTF:", err)
+	}
+	path := filepath.Join(t.TempDir(), "vmlinux.btf")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ReleaseKernelTypes)
+	specs := make([]*btf.Spec, 8)
+	var wg sync.WaitGroup
+	for i := range specs {
+		wg.Go(func() {
+			s, err := sharedExternalBTF(path)
+			if err != nil {
+				t.Error(err)
+			}
+			specs[i] = s
+		})
+	}
+	wg.Wait()
+	for i, s := range specs {
+		if s == nil || s != specs[0] {
+			t.Fatalf("load %d got spec %p, load 0 %p: want one spec for all", i, s, specs[0])
+		}
+	}
+	ReleaseKernelTypes()
+	if s, err := sharedExternalBTF(path); err != nil || s == specs[0] {
+		t.Errorf("after ReleaseKernelTypes: spec %p (%v), want a new one", s, err)
 	}
 }
