@@ -128,6 +128,14 @@ func logField(logs, msg, key string) string {
 // dropMsg is the log message of the capability drop.
 const dropMsg = "capabilities dropped after attach"
 
+// waitDropped waits until e has logged its capability drop, which follows
+// the end of loading (what Start waits for) by a moment.
+func waitDropped(t *testing.T, e *Exporter) {
+	t.Helper()
+	Eventually(t, 10*time.Second, func() bool { return strings.Contains(e.Logs(), dropMsg) },
+		"no %q logged within 10s\n%s", dropMsg, e.Logs())
+}
+
 // publicCopy copies the exporter binary into a fresh directory that any
 // user may enter, for a process running as nobody (the harness builds it
 // in a private directory).
@@ -288,6 +296,7 @@ func TestHardening13SetprivUnitCaps(t *testing.T) {
 		"shift\nexec " + strings.Join(quoted, " ") + ` "$@"`
 	wrapper := []string{"unshare", "-m", "--propagation", "private", "--", "sh", "-c", script, "sh"}
 	e := startWrapped(t, wrapper)
+	waitDropped(t, e)
 	pid := exporterPid(t, e)
 
 	st := procCaps(t, fmt.Sprintf("/proc/%d/status", pid))
@@ -318,6 +327,7 @@ func TestHardening13CapabilityDrop(t *testing.T) {
 	self := procCaps(t, "/proc/self/status")
 	t.Run("default", func(t *testing.T) {
 		e := Start(t)
+		waitDropped(t, e)
 		pid := exporterPid(t, e)
 		const want = uint64(1) << capBPF
 		st := procCaps(t, fmt.Sprintf("/proc/%d/status", pid))
@@ -335,6 +345,7 @@ func TestHardening13CapabilityDrop(t *testing.T) {
 	})
 	t.Run("keep", func(t *testing.T) {
 		e := Start(t, "--programs=timers", "--capabilities.keep=cap_syslog,PERFMON")
+		waitDropped(t, e)
 		want := uint64(1)<<capBPF | 1<<34 | 1<<38 // + CAP_SYSLOG, CAP_PERFMON
 		if got := procCaps(t, fmt.Sprintf("/proc/%d/status", exporterPid(t, e)))["CapEff"]; got != want {
 			t.Errorf("--capabilities.keep=cap_syslog,PERFMON: CapEff %016x, want %016x", got, want)

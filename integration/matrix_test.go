@@ -531,6 +531,7 @@ func TestMatrixFallbackChain(t *testing.T) {
 			// The counts were read after the capability drop, with CAP_BPF
 			// alone: kernels before 6.5 (the 6.1 guest) refuse every bpf()
 			// command, map reads included, to a process without it.
+			waitDropped(t, e)
 			eff := procCaps(t, fmt.Sprintf("/proc/%d/status", exporterPid(t, e)))["CapEff"]
 			if want := uint64(1) << loader.CapBPF; eff != want {
 				t.Errorf("CapEff after attach = %016x, want %016x (CAP_BPF alone)", eff, want)
