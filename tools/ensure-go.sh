@@ -3,11 +3,13 @@
 # when the machine has none. Used by the Makefile (GO := $(shell ...)).
 #
 # Any Go >= 1.21 will do: it reads the toolchain line of go.mod and fetches
-# that exact toolchain through the Go module proxy (GOTOOLCHAIN=auto). Debian
-# 12's own golang (1.19) is too old, so when no suitable Go is found this
-# installs golang-1.23-go from bookworm-backports, whose apt source is derived
-# from the machine's own Debian source (same mirror, backports suite). All
-# messages go to stderr: stdout is only the path.
+# that exact toolchain through the Go module proxy (GOTOOLCHAIN=auto). When
+# no suitable Go is found, this installs the newest golang-1.N-go (N >= 21)
+# that apt offers (Ubuntu's own suites have one). Debian 12's own suites
+# stop at 1.19, so there it first adds bookworm-backports (golang-1.23),
+# whose apt source is derived from the machine's own Debian source (same
+# mirror, backports suite). All messages go to stderr: stdout is only the
+# path.
 set -eu
 
 suitable() {
@@ -27,12 +29,28 @@ for g in "${GO_CANDIDATE:-}" "$(command -v go 2>/dev/null || true)" /usr/local/g
 	fi
 done
 
-echo "ensure-go: no Go >= 1.21 found; installing golang-1.23-go from bookworm-backports" >&2
+# pick prints the newest golang-1.N-go (N >= 21) that apt can install.
+pick() {
+	for v in 26 25 24 23 22 21; do
+		if apt-cache policy "golang-1.$v-go" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+			echo "$v"
+			return
+		fi
+	done
+}
+
+echo "ensure-go: no Go >= 1.21 found; installing one with apt-get" >&2
 if [ "$(id -u)" -ne 0 ]; then
 	echo "ensure-go: run as root to install Go, or put Go >= 1.21 on PATH" >&2
 	exit 1
 fi
-if ! apt-cache policy golang-1.23-go 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+v=$(pick)
+if [ -z "$v" ]; then
+	apt-get update -qq >&2
+	v=$(pick)
+fi
+# Debian 12's own suites stop at golang-1.19: bookworm-backports has 1.23.
+if [ -z "$v" ] && grep -qs bookworm /etc/os-release; then
 	src=/etc/apt/sources.list.d/debian.sources
 	uri=$(awk '/^URIs:/ {print $2; exit}' "$src" 2>/dev/null || true)
 	if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
@@ -42,11 +60,17 @@ if ! apt-cache policy golang-1.23-go 2>/dev/null | grep -q 'Candidate: [0-9]'; t
 		echo "ensure-go: cannot find the Debian mirror in $src or /etc/apt/sources.list" >&2
 		exit 1
 	fi
+	echo "ensure-go: adding bookworm-backports from $src" >&2
 	printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
 		"$uri" >/etc/apt/sources.list.d/kernel-exporter-backports.sources
 	apt-get update -qq >&2
+	v=$(pick)
 fi
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-1.23-go >&2
-g=/usr/lib/go-1.23/bin/go
+if [ -z "$v" ]; then
+	echo "ensure-go: apt offers no golang-1.21-go or newer: install Go >= 1.21 by hand" >&2
+	exit 1
+fi
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "golang-1.$v-go" >&2
+g=/usr/lib/go-1.$v/bin/go
 suitable "$g" || { echo "ensure-go: $g does not run" >&2; exit 1; }
 echo "$g"
