@@ -62,7 +62,10 @@ func counters(t *testing.T, c *Config) (vals map[string]float64, decodeErrs, dro
 			vals[labelsOf(m)] += m.GetCounter().GetValue()
 		}
 	}
-	return vals, c.metrics[0].decodeErr.Load(), c.metrics[0].dropped.Load()
+	for _, d := range c.metrics[0].rs.decErrs {
+		decodeErrs += d.n.Load()
+	}
+	return vals, decodeErrs, c.metrics[0].dropped.Load()
 }
 
 func sameValues(got, want map[string]float64) bool {

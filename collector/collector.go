@@ -32,12 +32,11 @@ type flight struct {
 // metric is a MetricPlan bound to its live map, with its scrape state.
 type metric struct {
 	*MetricPlan
-	desc      *prometheus.Desc
-	reader    *mapReader
-	rs        readState // decode cache and totals; see series.go
-	decodeErr atomic.Uint64
-	dropped   atomic.Uint64
-	limitHit  atomic.Bool
+	desc     *prometheus.Desc
+	reader   *mapReader
+	rs       readState // decode cache and totals; see series.go
+	dropped  atomic.Uint64
+	limitHit atomic.Bool
 }
 
 // New binds a plan to a loaded collection. cacheSize bounds each metric's

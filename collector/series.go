@@ -249,10 +249,7 @@ func (m *metric) series(key []byte) *series {
 		return nil
 	}
 	if s.failed != 0 {
-		m.decodeErr.Add(1)
-		if s.failed > 0 {
-			rs.decErrs[s.failed-1].n.Add(1)
-		}
+		rs.decErrs[s.failed-1].n.Add(1)
 		return nil
 	}
 	if s.gen != rs.gen {
@@ -302,12 +299,10 @@ func (rs *readState) failure(err error) *series {
 	if i := rs.decoderIndex(name); i >= 0 {
 		return rs.bad[i]
 	}
-	return otherFailure // a chain changed after the metric was built (tests)
+	// Not reached: decErrs holds every decoder of the metric's chains
+	// (newReadState), and DecodeBytes names the one that failed.
+	return rs.bad[0]
 }
-
-// otherFailure stands for keys that a decoder not known to the metric failed
-// on: they count in the metric's total only.
-var otherFailure = &series{failed: -1}
 
 func (rs *readState) newEntry(e keyEntry) int32 {
 	if n := len(rs.free); n > 0 {
