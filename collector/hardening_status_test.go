@@ -19,7 +19,7 @@ func TestHardening03StatusInvalidUTF8(t *testing.T) {
 	st.Add(&State{Name: "good", Source: "bundled", Up: true,
 		Programs: []ProgramState{{Name: "p\xff", Section: "tp/\xfex", Attached: true, Alternative: "a\xff"}}})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&Scrape{Status: st})
+	reg.MustRegister(st)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
@@ -76,7 +76,7 @@ func TestHardening07SelfMetricsCurrent(t *testing.T) {
 	st := &Status{}
 	st.Add(&State{Name: c.name, Up: true, Collector: c})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&Scrape{Status: st}, c.Descs())
+	reg.MustRegister(st, c.Descs())
 	entries := 0
 	for scrape := 1; scrape <= 30; scrape++ {
 		// A few hundred entries more each time, so that reads take a

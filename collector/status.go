@@ -121,10 +121,25 @@ func (s *Status) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect sends the status metrics, and the self-metrics of the last
-// completed read of each config that is up.
+// Collect reads every config that is up (concurrently), then sends the
+// status metrics and the self-metrics, so that
+// kernel_exporter_scrape_duration_seconds and
+// kernel_exporter_map_entries_read describe this scrape's reads, not the
+// previous one's (a registry runs its collectors concurrently, so status
+// collected beside the configs would see the reads of the scrape before).
+// Status is thus the one collector of an exporter's configs; their own
+// descriptors are registered apart, with Config.Descs, so that the
+// registry still refuses metric names that clash.
 func (s *Status) Collect(ch chan<- prometheus.Metric) {
-	s.collect(ch, s.States())
+	states := s.States()
+	var wg sync.WaitGroup
+	for _, st := range states {
+		if st.Collector != nil {
+			wg.Go(func() { st.Collector.Collect(ch) })
+		}
+	}
+	wg.Wait()
+	s.collect(ch, states)
 }
 
 func (s *Status) collect(ch chan<- prometheus.Metric, states []State) {
@@ -175,33 +190,4 @@ func send(ch chan<- prometheus.Metric, desc *prometheus.Desc, vt prometheus.Valu
 	if m, err := prometheus.NewConstMetric(desc, vt, v, labels...); err == nil {
 		ch <- m
 	}
-}
-
-// Scrape is the one collector of an exporter's configs: it reads every
-// config that is up (concurrently), then sends the status and the
-// self-metrics, so that kernel_exporter_scrape_duration_seconds and
-// kernel_exporter_map_entries_read describe this scrape's reads, not the
-// previous one's (a registry runs its collectors concurrently, so a Status
-// registered beside the configs would see the reads of the scrape before).
-//
-// The configs' own descriptors are registered apart, with Config.Descs, so
-// that the registry still refuses metric names that clash.
-type Scrape struct {
-	Status *Status
-}
-
-// Describe sends the status descriptors.
-func (s *Scrape) Describe(ch chan<- *prometheus.Desc) { s.Status.Describe(ch) }
-
-// Collect reads every config that is up, then sends the status metrics.
-func (s *Scrape) Collect(ch chan<- prometheus.Metric) {
-	states := s.Status.States()
-	var wg sync.WaitGroup
-	for _, st := range states {
-		if st.Collector != nil {
-			wg.Go(func() { st.Collector.Collect(ch) })
-		}
-	}
-	wg.Wait()
-	s.Status.collect(ch, states)
 }

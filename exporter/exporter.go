@@ -102,7 +102,7 @@ func New(opts Options) *Exporter {
 		loaded:   make(chan struct{}),
 		claims:   map[string]string{},
 	}
-	e.Registry.MustRegister(&collector.Scrape{Status: e.Status})
+	e.Registry.MustRegister(e.Status)
 	for _, src := range opts.Sources {
 		st := &collector.State{Name: src.Name, Source: "bundled", Loading: true}
 		if src.Dir != "" {
