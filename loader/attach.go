@@ -226,7 +226,7 @@ func tracepointError(err error) error {
 	if errors.As(err, &pe) && isPermission(err) {
 		for _, d := range tracefsDirs {
 			if strings.HasPrefix(pe.Path, d+"/") {
-				return fmt.Errorf("%w (%v)", tracefsPermissionError(pe.Path, pe), err)
+				return tracefsPermissionError(pe.Path, pe)
 			}
 		}
 	}

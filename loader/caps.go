@@ -39,7 +39,6 @@ const (
 	CapDacReadSearch = 2
 	CapSetpcap       = 8
 	CapSysAdmin      = 21
-	CapSysResource   = 24
 	CapSyslog        = 34
 	CapPerfmon       = 38
 	CapBPF           = 39

@@ -27,10 +27,6 @@ type uprobeTarget struct {
 	// syms holds the symbols looked up so far (each lookup scans the
 	// symbol tables once, never holding them in memory).
 	syms map[string]symbolResult
-	// checked is set once the file was found to be an executable or a
-	// shared library (err otherwise).
-	checked bool
-	err     error
 }
 
 type targetSymbol struct {
@@ -51,7 +47,15 @@ func openUprobeTarget(path, what string) (*uprobeTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.Close()
+	defer f.Close()
+	ef, err := usdt.ReadELF(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	ef.Close()
+	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
+		return nil, fmt.Errorf("%s %s: not an executable or a shared library (ELF type %v)", what, path, ef.Type)
+	}
 	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, path, err)
@@ -89,32 +93,16 @@ func (t *uprobeTarget) address(symbol string, offset uint64) (uint64, error) {
 
 // lookup finds the function symbol name in the target's symbol tables.
 func (t *uprobeTarget) lookup(name string) (sym targetSymbol, found bool, err error) {
-	if t.checked && t.err != nil {
-		return sym, false, t.err
-	}
 	f, err := usdt.OpenTarget(t.path, t.what)
 	if err != nil {
 		return sym, false, err
 	}
 	defer f.Close()
-	// Guard around a third-party parser: debug/elf may panic on a
-	// malformed file.
-	defer func() {
-		if p := recover(); p != nil {
-			sym, found, err = targetSymbol{}, false, fmt.Errorf("%s %s: malformed ELF file (the ELF parser panicked)", t.what, t.path)
-		}
-	}()
-	ef, err := usdt.ReadELF(f)
+	ef, err := usdt.ReadELF(f) // checked by openUprobeTarget
 	if err != nil {
-		t.checked, t.err = true, fmt.Errorf("%s %s: %w", t.what, t.path, err)
-		return sym, false, t.err
+		return sym, false, fmt.Errorf("%s %s: %w", t.what, t.path, err)
 	}
 	defer ef.Close()
-	if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
-		t.checked, t.err = true, fmt.Errorf("%s %s: not an executable or a shared library (ELF type %v)", t.what, t.path, ef.Type)
-		return sym, false, t.err
-	}
-	t.checked = true
 	var size int64 = -1
 	if fi, err := f.Stat(); err == nil {
 		size = fi.Size()
@@ -127,10 +115,10 @@ func (t *uprobeTarget) lookup(name string) (sym targetSymbol, found bool, err er
 		last = &c
 	}
 	if err := usdt.FindSymbols(ef, size, elf.SHT_SYMTAB, names, isFunc, keepLast); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return sym, false, fmt.Errorf("%s %s: read symbols: %w", t.what, t.path, usdtELFError(err))
+		return sym, false, fmt.Errorf("%s %s: read symbols: %w", t.what, t.path, err)
 	}
 	if err := usdt.FindSymbols(ef, size, elf.SHT_DYNSYM, names, isFunc, keepLast); err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return sym, false, fmt.Errorf("%s %s: read dynamic symbols: %w", t.what, t.path, usdtELFError(err))
+		return sym, false, fmt.Errorf("%s %s: read dynamic symbols: %w", t.what, t.path, err)
 	}
 	if last == nil {
 		return sym, false, nil
@@ -146,13 +134,4 @@ func (t *uprobeTarget) lookup(name string) (sym targetSymbol, found bool, err er
 		}
 	}
 	return targetSymbol{off: off, size: last.Size}, true, nil
-}
-
-// usdtELFError is a debug/elf error without the bytes it may quote.
-func usdtELFError(err error) error {
-	var fe *elf.FormatError
-	if errors.As(err, &fe) {
-		return errors.New("malformed ELF file")
-	}
-	return err
 }
