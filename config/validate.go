@@ -290,9 +290,6 @@ func (c *Config) validateDecoder(dp string, d Decoder, budget *decoderBudget) er
 		if budget.regexpCost -= cost; budget.regexpCost < 0 {
 			return c.Errorf(rp, "the config's patterns expand to more than %d instructions", MaxRegexpCostTotal)
 		}
-		if _, err := regexp.Compile(re); err != nil {
-			return c.Errorf(rp, "pattern %s does not compile: %s", Quote(re), regexpReason(err))
-		}
 	}
 	if len(d.StaticMap) > MaxStaticMap {
 		return c.Errorf(dp+".static_map", "%d entries, more than the limit of %d", len(d.StaticMap), MaxStaticMap)

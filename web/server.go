@@ -285,15 +285,6 @@ func closeAll(ls []net.Listener) {
 	}
 }
 
-// Addrs returns the bound addresses (after Listen).
-func (s *Server) Addrs() []net.Addr {
-	var out []net.Addr
-	for _, l := range s.listeners {
-		out = append(out, l.Addr())
-	}
-	return out
-}
-
 // Serve serves on the listeners of Listen, with TLS and basic
 // authentication from --web.config.file, until Shutdown. It returns
 // http.ErrServerClosed after Shutdown.
