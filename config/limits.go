@@ -39,8 +39,9 @@ const (
 	// MaxPadding bounds a label's padding, in bytes.
 	MaxPadding = 4096
 	// MaxKeySize bounds the sum of every label's size and padding, i.e. the
-	// map key the labels describe, in bytes. The kernel's hash maps allow
-	// keys of at most 512 bytes (MAX_BPF_STACK).
+	// map key the labels describe, in bytes. A BPF program builds keys on
+	// its 512-byte stack (MAX_BPF_STACK), so real keys are smaller; the
+	// bound leaves room for keys copied from map values.
 	MaxKeySize = 4096
 
 	// MaxBuckets bounds the buckets of one histogram: bucket_max -

@@ -225,10 +225,9 @@ func (e *Env) New(conf config.Decoder, size int, stacks StackMaps) (Decoder, err
 	return ctor(e, conf, size, stacks)
 }
 
-// MaxSize bounds the width in bytes of the field a decoder reads. The kernel
-// limits hash map keys to 512 bytes (MAX_BPF_STACK); the bound leaves room
-// for inline kstack frames.
-const MaxSize = 4096
+// MaxSize bounds the width in bytes of the field a decoder reads: the
+// config's label size bound, also enforced here for chains built in code.
+const MaxSize = config.MaxLabelSize
 
 // ErrSize is returned (wrapped) by New for a field width outside
 // [0, MaxSize].

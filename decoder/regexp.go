@@ -11,12 +11,11 @@ import (
 
 func init() { register("regexp", newRegexp) }
 
-// Bounds of a regexp decoder's settings.
+// Bounds of a regexp decoder's settings: the config's, also enforced here
+// for decoders built in code.
 const (
-	// MaxRegexps bounds the patterns of one regexp decoder.
-	MaxRegexps = 256
-	// MaxRegexpLen bounds the length in bytes of one pattern.
-	MaxRegexpLen = 1024
+	MaxRegexps   = config.MaxRegexps
+	MaxRegexpLen = config.MaxRegexpLen
 )
 
 // regexpFilter keeps the keys whose label text matches at least one of

@@ -8,8 +8,9 @@ import (
 
 func init() { register("static_map", newStaticMap) }
 
-// MaxStaticMapEntries bounds the entries of one static_map decoder.
-const MaxStaticMapEntries = 1 << 20
+// MaxStaticMapEntries bounds the entries of one static_map decoder: the
+// config's bound, also enforced here for decoders built in code.
+const MaxStaticMapEntries = config.MaxStaticMap
 
 // staticMap replaces its input, usually the decimal text of a uint decoder,
 // by the value conf.StaticMap gives it: with static_map {"1": "read"}, "1"

@@ -10,7 +10,7 @@ import (
 // TestStaticMapBuildLinear checks that building a static_map decoder does
 // work linear in its entries, counted in allocations: 4 times the entries
 // make at most 4 times the allocations (values share one slab; the map is
-// sized once), here with 25k and 100k entries.
+// sized once), here with 16,384 and 65,536 (MaxStaticMapEntries) entries.
 func TestStaticMapBuildLinear(t *testing.T) {
 	e := NewEnv(16)
 	allocs := func(n int) float64 {
@@ -25,9 +25,9 @@ func TestStaticMapBuildLinear(t *testing.T) {
 		}
 		return testing.AllocsPerRun(2, func() { mustNew(t, e, conf, 0) })
 	}
-	small, large := allocs(25_000), allocs(100_000)
-	t.Logf("allocations: %v for 25k entries, %v for 100k", small, large)
+	small, large := allocs(MaxStaticMapEntries/4), allocs(MaxStaticMapEntries)
+	t.Logf("allocations: %v for %d entries, %v for %d", small, MaxStaticMapEntries/4, large, MaxStaticMapEntries)
 	if large > 4*small+8 || large > 1000 {
-		t.Errorf("allocations: %v for 25k entries, %v for 100k: not linear, or one per entry", small, large)
+		t.Errorf("allocations: %v for %d entries, %v for %d: not linear, or one per entry", small, MaxStaticMapEntries/4, large, MaxStaticMapEntries)
 	}
 }
