@@ -38,7 +38,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -217,7 +216,7 @@ var ErrUnknown = errors.New("unknown decoder")
 func (e *Env) New(conf config.Decoder, size int, stacks StackMaps) (Decoder, error) {
 	ctor, ok := registry[conf.Name]
 	if !ok {
-		return nil, fmt.Errorf("%w %s (known: %s)", ErrUnknown, quoteShort(conf.Name), knownNames())
+		return nil, fmt.Errorf("%w %s (known: %s)", ErrUnknown, config.Quote(conf.Name), knownNames())
 	}
 	if size < 0 || size > MaxSize {
 		return nil, fmt.Errorf("%s: %w: %d bytes (want 0 to %d)", conf.Name, ErrSize, size, MaxSize)
@@ -248,18 +247,6 @@ func Token(in []byte) string {
 		return "0x" + hex.EncodeToString(in)
 	}
 	return fmt.Sprintf("0x%s... (%d bytes)", hex.EncodeToString(in[:tokenMax]), len(in))
-}
-
-// quoteMax is how many bytes of a config string quoteShort keeps.
-const quoteMax = 24
-
-// quoteShort quotes a string from the config for an error message, cut to
-// 24 bytes ("..." and the length follow when it was longer).
-func quoteShort(s string) string {
-	if len(s) <= quoteMax {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(strings.ToValidUTF8(s[:quoteMax], "")), len(s))
 }
 
 type constructor func(e *Env, conf config.Decoder, size int, stacks StackMaps) (Decoder, error)

@@ -140,7 +140,7 @@ func TestNewChainErrors(t *testing.T) {
 		{
 			confs: []config.Decoder{{Name: "uint"}, {Name: "regexp", Regexps: []string{"a("}}},
 			size:  4, index: 1, name: "regexp",
-			err: "regexp: bad pattern \"a(\": missing closing )",
+			err: "regexp: bad pattern (a string of 2 bytes): missing closing )",
 		},
 		{
 			confs: []config.Decoder{{Name: "uint"}},

@@ -138,7 +138,7 @@ func (d *kstackDecoder) stackReader() (StackReader, error) {
 		if d.stackMap == "" {
 			return nil, fmt.Errorf("kstack: %w", err)
 		}
-		return nil, fmt.Errorf("kstack: stack_map %s: %w", quoteShort(d.stackMap), err)
+		return nil, fmt.Errorf("kstack: stack_map %s: %w", config.Quote(d.stackMap), err)
 	}
 	if r == nil {
 		return nil, errNoStackMaps

@@ -43,7 +43,7 @@ func newRegexp(_ *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, error)
 		}
 		sub, err := syntax.Parse(p, syntax.Perl)
 		if err != nil {
-			return nil, fmt.Errorf("regexp: bad pattern %s: %s", quoteShort(p), syntaxReason(err))
+			return nil, fmt.Errorf("regexp: bad pattern %s: %s", config.Quote(p), syntaxReason(err))
 		}
 		subs[i] = sub
 	}

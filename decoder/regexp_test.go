@@ -30,8 +30,8 @@ func TestRegexp(t *testing.T) {
 	}
 
 	newErr(t, e, config.Decoder{Name: "regexp", Regexps: []string{"ok", "a("}}, 0,
-		"regexp: bad pattern \"a(\": missing closing )")
+		"regexp: bad pattern (a string of 2 bytes): missing closing )")
 	newErr(t, e, config.Decoder{Name: "regexp", Regexps: []string{`\p{Nope}`}}, 0,
-		"regexp: bad pattern \"\\\\p{Nope}\": invalid character class range")
+		"regexp: bad pattern (a string of 8 bytes): invalid character class range")
 	newErr(t, e, config.Decoder{Name: "regexp"}, 0, "regexp: no patterns (set regexps)")
 }
