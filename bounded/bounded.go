@@ -103,17 +103,35 @@ func Open(path, what string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// ReadFile reads a whole regular file of at most limit bytes. A larger file
-// is refused with ErrTooLarge, whatever its stat size says.
-func ReadFile(path, what string, limit int64) ([]byte, error) {
+// OpenLimit is Open for a file whose stat size must be at most limit
+// bytes (ErrTooLarge otherwise); it returns the file and that size. For a
+// file read in place rather than whole (an ELF target, a BTF file).
+func OpenLimit(path, what string, limit int64) (*os.File, int64, error) {
 	f, err := Open(path, what)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, &Error{Path: path, What: what, Err: err}
+	}
+	if fi.Size() > limit {
+		f.Close()
+		return nil, 0, &Error{Path: path, What: what, Limit: limit, Err: ErrTooLarge}
+	}
+	return f, fi.Size(), nil
+}
+
+// ReadFile reads a whole regular file of at most limit bytes. A larger file
+// is refused with ErrTooLarge, whatever its stat size says (procfs files say
+// 0).
+func ReadFile(path, what string, limit int64) ([]byte, error) {
+	f, _, err := OpenLimit(path, what, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
-		return nil, &Error{Path: path, What: what, Limit: limit, Err: ErrTooLarge}
-	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, &Error{Path: path, What: what, Err: err}

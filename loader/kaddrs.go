@@ -106,19 +106,12 @@ func scanKallsyms(r io.Reader, want map[string]uint64) error {
 // reads it whole) at most MaxBTFSymbols bytes. Errors name the path.
 func loadKernelBTF(path string) (*btf.Spec, error) {
 	const what = "BTF file"
-	f, err := bounded.Open(path, what)
+	f, size, err := bounded.OpenLimit(path, what, bounded.MaxTarget)
 	if err != nil {
 		return nil, fmt.Errorf("load BTF: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("load BTF: %w", &bounded.Error{Path: path, What: what, Err: err})
-	}
-	if fi.Size() > bounded.MaxTarget {
-		return nil, fmt.Errorf("load BTF: %w", &bounded.Error{Path: path, What: what, Limit: bounded.MaxTarget, Err: bounded.ErrTooLarge})
-	}
-	raw, err := checkBTF(f, fi.Size())
+	raw, err := checkBTF(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("load BTF %s: %w", path, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf/link"
 
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/usdt"
 )
 
@@ -93,7 +94,7 @@ func (t *uprobeTarget) address(symbol string, offset uint64) (uint64, error) {
 
 // lookup finds the function symbol name in the target's symbol tables.
 func (t *uprobeTarget) lookup(name string) (sym targetSymbol, found bool, err error) {
-	f, err := usdt.OpenTarget(t.path, t.what)
+	f, size, err := bounded.OpenLimit(t.path, t.what, bounded.MaxTarget)
 	if err != nil {
 		return sym, false, err
 	}
@@ -103,10 +104,6 @@ func (t *uprobeTarget) lookup(name string) (sym targetSymbol, found bool, err er
 		return sym, false, fmt.Errorf("%s %s: %w", t.what, t.path, err)
 	}
 	defer ef.Close()
-	var size int64 = -1
-	if fi, err := f.Stat(); err == nil {
-		size = fi.Size()
-	}
 	names := map[string]bool{name: true}
 	isFunc := func(s *usdt.Symbol) bool { return elf.ST_TYPE(s.Info) == elf.STT_FUNC }
 	var last *usdt.Symbol

@@ -102,20 +102,8 @@ const (
 // Errors are *bounded.Error (bounded.ErrNotRegular, bounded.ErrTooLarge, or
 // the system error such as os.ErrNotExist).
 func OpenTarget(path, what string) (*os.File, error) {
-	f, err := bounded.Open(path, what)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, &bounded.Error{Path: path, What: what, Err: err}
-	}
-	if fi.Size() > bounded.MaxTarget {
-		f.Close()
-		return nil, &bounded.Error{Path: path, What: what, Limit: bounded.MaxTarget, Err: bounded.ErrTooLarge}
-	}
-	return f, nil
+	f, _, err := bounded.OpenLimit(path, what, bounded.MaxTarget)
+	return f, err
 }
 
 // Open reads the probes of the ELF file at path, opened with OpenTarget.
