@@ -36,6 +36,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/usdt"
 )
 
 // Program is one BPF program of an object and its attachment.
@@ -138,11 +139,7 @@ func (e *parseError) Unwrap() error { return e.err }
 // quoted values, cut to maxParseError bytes of printable ASCII.
 func sanitizeParseError(err error) error {
 	msg := err.Error()
-	var fe *elf.FormatError
-	if errors.As(err, &fe) {
-		// debug/elf quotes a value read from the file: keep its message.
-		m, _, _ := strings.Cut(fe.Error(), " '")
-		m, _, _ = strings.Cut(m, " in record at byte")
+	if m, ok := usdt.FormatErrorText(err); ok {
 		msg = "malformed ELF: " + m
 	}
 	return &parseError{msg: sanitize(msg), err: err}

@@ -127,13 +127,23 @@ func Open(path string) (*File, error) {
 // the file (its FormatError prints, e.g., the first four bytes of a file
 // with a bad magic number: a config could point at a secret file).
 func elfError(err error) error {
-	var fe *elf.FormatError
-	if errors.As(err, &fe) {
-		msg, _, _ := strings.Cut(fe.Error(), " '")
-		msg, _, _ = strings.Cut(msg, " in record at byte")
+	if msg, ok := FormatErrorText(err); ok {
 		return fmt.Errorf("not a valid ELF file: %s", msg)
 	}
 	return fmt.Errorf("not a valid ELF file: %v", err)
+}
+
+// FormatErrorText returns the message of a debug/elf *elf.FormatError in
+// err without the value it quotes from the file (ok false for other
+// errors).
+func FormatErrorText(err error) (msg string, ok bool) {
+	var fe *elf.FormatError
+	if !errors.As(err, &fe) {
+		return "", false
+	}
+	msg, _, _ = strings.Cut(fe.Error(), " '")
+	msg, _, _ = strings.Cut(msg, " in record at byte")
+	return msg, true
 }
 
 // ReadELF parses the ELF headers of r with debug/elf. It is a guard around
