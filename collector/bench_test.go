@@ -35,7 +35,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
@@ -221,7 +220,7 @@ func newBenchCollector[K any](b *testing.B, yaml string, spec *ebpf.MapSpec, key
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := New(plan, &ebpf.Collection{Maps: map[string]*ebpf.Map{spec.Name: m}}, benchCacheSize)
+	c, err := New(plan, &ebpf.Collection{Maps: map[string]*ebpf.Map{spec.Name: m}}, Limits{CacheSize: benchCacheSize})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -260,26 +259,17 @@ func histFixture(b *testing.B, n int) *Config {
 // name, for the iterate/batch ratio.
 var benchResults sync.Map
 
-// benchCollect times Collect on c, whose maps hold entries entries.
+// benchCollect times Read on c, whose maps hold entries entries.
 func benchCollect(b *testing.B, c *Config, entries int, name string, iterate bool) {
 	for _, m := range c.metrics {
 		m.reader.noBatch = iterate
 	}
-	ch := make(chan prometheus.Metric, 4096)
 	series := 0
-	drained := make(chan struct{})
 	collect := func() int {
 		n := 0
-		go func() {
-			for range ch {
-				n++
-			}
-			drained <- struct{}{}
-		}()
-		c.Collect(ch)
-		close(ch)
-		<-drained
-		ch = make(chan prometheus.Metric, 4096)
+		for _, f := range c.Read().Families {
+			n += f.Len()
+		}
 		return n
 	}
 	series = collect() // warm the decode cache and the read buffers

@@ -39,7 +39,7 @@ func fileFixture(t *testing.T, file, yaml string, cacheSize int, spec *ebpf.MapS
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(plan, &ebpf.Collection{Maps: map[string]*ebpf.Map{spec.Name: m}}, cacheSize)
+	c, err := New(plan, &ebpf.Collection{Maps: map[string]*ebpf.Map{spec.Name: m}}, Limits{CacheSize: cacheSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func fileFixture(t *testing.T, file, yaml string, cacheSize int, spec *ebpf.MapS
 func counters(t *testing.T, c *Config) (vals map[string]float64, decodeErrs, dropped uint64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	reg.MustRegister(asCollector{c})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func counters(t *testing.T, c *Config) (vals map[string]float64, decodeErrs, dro
 	for _, d := range c.metrics[0].rs.decErrs {
 		decodeErrs += d.n.Load()
 	}
-	return vals, decodeErrs, c.metrics[0].dropped.Load()
+	return vals, decodeErrs, c.metrics[0].overflowed.Load()
 }
 
 func sameValues(got, want map[string]float64) bool {
@@ -140,7 +140,8 @@ func TestCacheLimit(t *testing.T) {
 }
 
 // TestMaxSeriesEveryRead checks that the series limit applies afresh at each
-// read, counting every dropped entry, and clears when the map shrinks.
+// read, adding every entry over it to the overflow series (so the sum over
+// the series is the sum over the map), and clears when the map shrinks.
 func TestMaxSeriesEveryRead(t *testing.T) {
 	y := strings.Replace(counterYAML, "      help: ops\n", "      help: ops\n      max_series: 3\n", 1)
 	c, m := cacheFixture(t, y, 100, opsSpec)
@@ -150,17 +151,21 @@ func TestMaxSeriesEveryRead(t *testing.T) {
 	}
 	for read := 1; read <= 2; read++ {
 		vals, _, dropped := counters(t, c)
-		if len(vals) != 3 {
-			t.Errorf("read %d: %d series, want 3", read, len(vals))
+		if len(vals) != 4 {
+			t.Errorf("read %d: %d series, want 3 and the overflow series", read, len(vals))
 		}
 		for k, v := range vals {
-			if v != 2 {
-				t.Errorf("read %d: %s = %v, want 2", read, k, v)
+			want := 2.0
+			if k == "dev=__overflow__,op=__overflow__" {
+				want = 4
+			}
+			if v != want {
+				t.Errorf("read %d: %s = %v, want %v", read, k, v, want)
 			}
 		}
 		// 2 series over the limit, 2 entries each, per read.
 		if dropped != uint64(4*read) {
-			t.Errorf("read %d: dropped %d, want %d", read, dropped, 4*read)
+			t.Errorf("read %d: overflow entries %d, want %d", read, dropped, 4*read)
 		}
 	}
 	for dev := uint32(3); dev < 5; dev++ {
@@ -169,7 +174,7 @@ func TestMaxSeriesEveryRead(t *testing.T) {
 	}
 	vals, _, dropped := counters(t, c)
 	if len(vals) != 3 || dropped != 8 || len(c.LimitHits()) != 0 {
-		t.Errorf("after shrink: %d series, dropped %d, limit hits %v", len(vals), dropped, c.LimitHits())
+		t.Errorf("after shrink: %d series, overflow entries %d, limit hits %v", len(vals), dropped, c.LimitHits())
 	}
 }
 
@@ -223,7 +228,7 @@ func TestHistogramEqualBounds(t *testing.T) {
 	put(t, m, key(1, 5), 3)
 	put(t, m, key(1, 7), 1) // unknown slot: +Inf only
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	reg.MustRegister(asCollector{c})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +252,7 @@ func TestConcurrentScrapes(t *testing.T) {
 	c, m := cacheFixture(t, histYAML("exp2", "      bucket_max: 4\n"), 100,
 		&ebpf.MapSpec{Name: "lat_seconds", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	reg.MustRegister(asCollector{c})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := 0; g < 8; g++ {

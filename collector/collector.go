@@ -8,10 +8,12 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
-// Config collects the metrics of one loaded config. It implements
-// prometheus.Collector.
+// Config reads the metrics of one loaded config. Read returns a Snapshot;
+// the exposition writers encode it.
 type Config struct {
 	name    string
 	metrics []*metric
@@ -21,27 +23,41 @@ type Config struct {
 
 	lastDuration atomic.Int64 // ns, last completed read
 	lastEntries  atomic.Int64
-	lastOut      int // metrics of the last read; reads never overlap
 }
 
 type flight struct {
-	done    chan struct{}
-	metrics []prometheus.Metric
+	done chan struct{}
+	snap *Snapshot
 }
 
 // metric is a MetricPlan bound to its live map, with its scrape state.
 type metric struct {
 	*MetricPlan
-	desc     *prometheus.Desc
-	reader   *mapReader
-	rs       readState // decode cache and totals; see series.go
-	dropped  atomic.Uint64
-	limitHit atomic.Bool
+	desc      *prometheus.Desc // claims the name in a registry (Descs)
+	reader    *mapReader
+	rs        readState // decode cache and totals; see series.go
+	maxSeries int
+	// overflowed counts map entries added to the overflow series, over
+	// all reads; limitHit is whether the last read did so.
+	overflowed atomic.Uint64
+	limitHit   atomic.Bool
+	warned     bool // the overflow WARN was logged; touched by reads only
+	native     *NativeLayout
 }
 
-// New binds a plan to a loaded collection. cacheSize bounds each metric's
-// cache of decoded keys, which holds only the keys its last read saw.
-func New(plan *Plan, coll *ebpf.Collection, cacheSize int) (*Config, error) {
+// Limits bound what a Config keeps and exports.
+type Limits struct {
+	// CacheSize bounds each metric's cache of decoded keys (which holds
+	// only the keys its last read saw); it is further bounded by the
+	// map's max_entries. 0 or less means the map's max_entries.
+	CacheSize int
+	// MaxSeries is the series limit of a metric that sets no max_series
+	// (0: config.DefaultMaxSeries).
+	MaxSeries int
+}
+
+// New binds a plan to a loaded collection.
+func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 	plan.Bind(coll)
 	c := &Config{name: LabelValue(plan.Config.Name)}
 	for _, mp := range plan.Metrics {
@@ -57,44 +73,57 @@ func New(plan *Plan, coll *ebpf.Collection, cacheSize int) (*Config, error) {
 		for i, l := range mp.Labels {
 			names[i] = l.Name
 		}
+		cache := int(m.MaxEntries())
+		if lim.CacheSize > 0 {
+			cache = min(cache, lim.CacheSize)
+		}
+		maxSeries := mp.MaxSeries
+		if maxSeries <= 0 {
+			maxSeries = lim.MaxSeries
+		}
+		if maxSeries <= 0 {
+			maxSeries = config.DefaultMaxSeries
+		}
 		desc := prometheus.NewDesc(mp.Name, mp.Help, names, nil)
 		c.metrics = append(c.metrics, &metric{
 			MetricPlan: mp,
 			desc:       desc,
 			reader:     r,
-			rs:         newReadState(mp, desc, cacheSize, c.name),
+			rs:         newReadState(mp, cache, c.name),
+			maxSeries:  maxSeries,
 		})
+		if mp.Histogram {
+			c.metrics[len(c.metrics)-1].native = nativeLayout(c.metrics[len(c.metrics)-1].rs.upper)
+		}
 	}
 	return c, nil
 }
 
-// Describe sends the descriptors of the config's metrics.
-func (c *Config) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.metrics {
-		ch <- m.desc
-	}
-}
-
 // Descs returns a collector that describes the config's metrics and
 // collects nothing: registering it claims the metric names in a registry
-// (which refuses clashes) while Scrape does the reading.
+// (which refuses clashes with the exporter's own metrics) while Read does
+// the reading.
 func (c *Config) Descs() prometheus.Collector { return descsOnly{c} }
 
 type descsOnly struct{ c *Config }
 
-func (d descsOnly) Describe(ch chan<- *prometheus.Desc) { d.c.Describe(ch) }
-func (d descsOnly) Collect(chan<- prometheus.Metric)    {}
+func (d descsOnly) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range d.c.metrics {
+		ch <- m.desc
+	}
+}
+func (d descsOnly) Collect(chan<- prometheus.Metric) {}
 
-// Collect reads the maps and sends the metrics. A scrape that arrives while
-// another one is reading shares that read's result.
-func (c *Config) Collect(ch chan<- prometheus.Metric) {
+// Read reads the config's maps and returns the result. A call that arrives
+// while another one is reading shares that read's result.
+func (c *Config) Read() *Snapshot {
 	c.mu.Lock()
 	f := c.flight
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
 		c.flight = f
 		c.mu.Unlock()
-		f.metrics = c.read()
+		f.snap = c.read()
 		c.mu.Lock()
 		c.flight = nil
 		c.mu.Unlock()
@@ -103,32 +132,32 @@ func (c *Config) Collect(ch chan<- prometheus.Metric) {
 		c.mu.Unlock()
 		<-f.done
 	}
-	for _, m := range f.metrics {
-		ch <- m
-	}
+	return f.snap
 }
 
-// read builds every metric of the config from its map.
-func (c *Config) read() []prometheus.Metric {
+// read builds every family of the config from its map.
+func (c *Config) read() *Snapshot {
 	start := time.Now()
-	out := make([]prometheus.Metric, 0, c.lastOut)
+	snap := &Snapshot{Config: c.name, Families: make([]*Family, 0, len(c.metrics))}
 	entries := 0
 	for _, m := range c.metrics {
+		f := &Family{Name: m.Name, Help: m.Help, Kind: KindCounter, LabelNames: m.rs.names}
 		var n int
 		if m.Histogram {
-			out, n = m.readHistogram(out)
+			f.Kind, f.Upper, f.Native = KindHistogram, m.rs.upper, m.native
+			n = m.readHistogram(f)
 		} else {
-			out, n = m.readCounter(out)
+			n = m.readCounter(f)
 		}
 		entries += n
+		snap.Families = append(snap.Families, f)
 	}
 	c.lastDuration.Store(int64(time.Since(start)))
 	c.lastEntries.Store(int64(entries))
-	c.lastOut = len(out)
-	return out
+	return snap
 }
 
-func (m *metric) readCounter(out []prometheus.Metric) ([]prometheus.Metric, int) {
+func (m *metric) readCounter(f *Family) int {
 	m.begin()
 	n, err := m.reader.each(func(key []byte, v uint64) {
 		if s := m.series(key); s != nil {
@@ -137,14 +166,15 @@ func (m *metric) readCounter(out []prometheus.Metric) ([]prometheus.Metric, int)
 	})
 	if err != nil {
 		m.end(false)
-		return append(out, prometheus.NewInvalidMetric(m.desc, err)), n
+		f.Err = err
+		return n
 	}
-	out = m.emitCounters(out)
+	m.emitCounters(f)
 	m.end(true)
-	return out, n
+	return n
 }
 
-func (m *metric) readHistogram(out []prometheus.Metric) ([]prometheus.Metric, int) {
+func (m *metric) readHistogram(f *Family) int {
 	m.begin()
 	n, err := m.reader.each(func(key []byte, v uint64) {
 		s := m.series(key)
@@ -164,33 +194,27 @@ func (m *metric) readHistogram(out []prometheus.Metric) ([]prometheus.Metric, in
 	})
 	if err != nil {
 		m.end(false)
-		return append(out, prometheus.NewInvalidMetric(m.desc, err)), n
+		f.Err = err
+		return n
 	}
-	out = m.emitHistograms(out)
+	m.emitHistograms(f)
 	m.end(true)
-	return out, n
+	return n
 }
 
-func (m *metric) noteDropped(n int) {
-	if n > 0 {
-		m.dropped.Add(uint64(n))
-		m.limitHit.Store(true)
-	} else {
+// noteOverflow records the entries that the read added to the overflow
+// series, and logs the first time a metric goes over its limit.
+func (m *metric) noteOverflow(n int) {
+	if n == 0 {
 		m.limitHit.Store(false)
+		return
 	}
-}
-
-// Metric builds a Prometheus histogram from per-bucket (non-cumulative)
-// counts, the total count (which includes observations above the last
-// bucket) and the raw sum in bucket units.
-func (b *Buckets) Metric(desc *prometheus.Desc, counts []uint64, count, sum uint64, labels []string) prometheus.Metric {
-	cum := make(map[float64]uint64, len(counts))
-	var run uint64
-	for i, c := range counts {
-		run += c
-		cum[b.Upper[i]] = run
+	m.overflowed.Add(uint64(n))
+	m.limitHit.Store(true)
+	if !m.warned {
+		m.warned = true
+		overflowLog(m.rs.config, m.Name, m.maxSeries)
 	}
-	return prometheus.MustNewConstHistogram(desc, count, float64(sum)*b.Multiplier, cum, labels...)
 }
 
 // readUint reads a 1, 2, 4 or 8-byte unsigned integer in host byte order.

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -50,18 +51,18 @@ func fixture(t *testing.T, yaml string, specs ...*ebpf.MapSpec) (*Config, map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(plan, coll, 100)
+	c, err := New(plan, coll, Limits{CacheSize: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, coll.Maps
 }
 
-func collect(t *testing.T, c prometheus.Collector) map[string]*dto.MetricFamily {
+func collect(t *testing.T, cc *Config) map[string]*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	cc, isConfig := c.(*Config)
+	isConfig := true
+	reg.MustRegister(asCollector{cc})
 	if isConfig {
 		// A first read, so that the tests see two (counters of the
 		// self-metrics count both).
@@ -174,15 +175,34 @@ func TestMaxSeries(t *testing.T) {
 	for dev := uint32(0); dev < 5; dev++ {
 		put(t, maps["ops_total"], key(1, dev), 1)
 	}
+	var logged []string
+	defer func(f func(string, string, int)) { overflowLog = f }(overflowLog)
+	overflowLog = func(config, metric string, limit int) {
+		logged = append(logged, fmt.Sprintf("%s %s %d", config, metric, limit))
+	}
 	mfs := collect(t, c)
-	if n := len(mfs["kernel_ops_total"].GetMetric()); n != 2 {
-		t.Errorf("series = %d, want 2", n)
+	ms := mfs["kernel_ops_total"].GetMetric()
+	if len(ms) != 3 {
+		t.Fatalf("series = %d, want 2 and the overflow series", len(ms))
+	}
+	total := 0.0
+	for _, m := range ms {
+		total += m.GetCounter().GetValue()
+	}
+	if total != 5 {
+		t.Errorf("sum over the series = %v, want the sum over the map, 5", total)
+	}
+	if got := labelsOf(ms[2]); got != "dev=__overflow__,op=__overflow__" || ms[2].GetCounter().GetValue() != 3 {
+		t.Errorf("overflow series %s = %v, want 3", got, ms[2].GetCounter().GetValue())
 	}
 	// Three series over the limit, in each of the two reads.
-	if v := mfs["kernel_exporter_series_dropped_total"].GetMetric()[0].GetCounter().GetValue(); v != 6 {
-		t.Errorf("dropped = %v, want 6", v)
+	if v := mfs["kernel_exporter_series_overflow_entries_total"].GetMetric()[0].GetCounter().GetValue(); v != 6 {
+		t.Errorf("overflow entries = %v, want 6", v)
 	}
-	if hits := c.LimitHits(); len(hits) != 1 || hits[0] != "kernel_ops_total" {
+	if len(logged) != 1 || logged[0] != "test kernel_ops_total 2" {
+		t.Errorf("overflow logged %q, want once", logged)
+	}
+	if hits := c.LimitHits(); len(hits) != 1 || hits[0] != "kernel_ops_total (max_series 2)" {
 		t.Errorf("limit hits = %v", hits)
 	}
 }

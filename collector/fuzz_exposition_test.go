@@ -204,7 +204,7 @@ func exposeAndParse(t *testing.T, mfs []*dto.MetricFamily) (text, om map[string]
 func fuzzRead(t *testing.T, where string, c *Config, want map[string]float64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
+	reg.MustRegister(asCollector{c})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("%s: gather: %v", where, err)
@@ -262,7 +262,7 @@ func FuzzExposition(f *testing.F) {
 	f.Add([]byte("# EOF\n# TYPE x gauge"), []byte("\xed\xa0\x80 surrogate"), uint32(0xdeadbeef), uint32(9), uint64(10), uint64(11))
 
 	f.Fuzz(func(t *testing.T, comm1, comm2 []byte, addr, id uint32, v1, v2 uint64) {
-		c, err := New(plan, coll, 100)
+		c, err := New(plan, coll, Limits{CacheSize: 100})
 		if err != nil {
 			t.Fatal(err)
 		}

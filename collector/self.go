@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,8 +18,8 @@ var (
 		"Map entries read by the last read of a config's maps.", []string{"config"}, nil)
 	decoderErrorsDesc = prometheus.NewDesc(selfNamespace+"_decoder_errors_total",
 		"Map keys dropped because a decoder failed on them, by the decoder that failed.", []string{"config", "metric", "decoder"}, nil)
-	seriesDroppedDesc = prometheus.NewDesc(selfNamespace+"_series_dropped_total",
-		"Series not exported because the metric reached max_series.", []string{"config", "metric"}, nil)
+	seriesOverflowDesc = prometheus.NewDesc(selfNamespace+"_series_overflow_entries_total",
+		"Map entries whose series was over the metric's max_series, added to its overflow series (every label "+OverflowValue+"), summed over reads.", []string{"config", "metric"}, nil)
 )
 
 // collectSelf sends the config's scrape self-metrics. Decoder errors have
@@ -33,18 +35,26 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(decoderErrorsDesc, prometheus.CounterValue,
 				float64(d.n.Load()), c.name, m.Name, d.decoder)
 		}
-		ch <- prometheus.MustNewConstMetric(seriesDroppedDesc, prometheus.CounterValue,
-			float64(m.dropped.Load()), c.name, m.Name)
+		ch <- prometheus.MustNewConstMetric(seriesOverflowDesc, prometheus.CounterValue,
+			float64(m.overflowed.Load()), c.name, m.Name)
 	}
 }
 
-// LimitHits returns the metrics whose last read hit max_series.
+// LimitHits returns the metrics whose last read went over max_series, each
+// as "<metric> (max_series <n>)".
 func (c *Config) LimitHits() []string {
 	var names []string
 	for _, m := range c.metrics {
 		if m.limitHit.Load() {
-			names = append(names, m.Name)
+			names = append(names, fmt.Sprintf("%s (max_series %d)", m.Name, m.maxSeries))
 		}
 	}
 	return names
+}
+
+// overflowLog logs, once per metric, that it went over its series limit.
+// A variable for tests.
+var overflowLog = func(config, metric string, limit int) {
+	slog.Warn("metric over its series limit: further series are summed into one overflow series",
+		"config", config, "metric", metric, "max_series", limit, "overflow_label_value", OverflowValue)
 }

@@ -3,10 +3,6 @@ package collector
 import (
 	"bytes"
 	"errors"
-	"sort"
-
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kernel-exporter/kernel_exporter/decoder"
 )
@@ -20,21 +16,23 @@ import (
 // built once, and the metrics a read emits point at them: a steady-state
 // read allocates nothing per entry, only a few slabs per metric.
 //
+// A read hands its active series to the Family it returns (see emit*):
+// their label values are immutable, and the totals the Family serves are
+// copied into its slabs, so a later read never changes a Snapshot.
+//
 // Everything here is touched only by the read in flight; reads of one
 // config never overlap (see Config.Collect), so there are no locks.
 
 // series is one decoded label set of a metric (without the bucket label),
 // and its running totals for the read in flight.
 type series struct {
-	// Set when the series is built, then read-only: the metrics a read
-	// emits point here, and scrapes may still write them out while a later
-	// read updates the totals below.
-	desc   *prometheus.Desc
+	// Set when the series is built, then read-only: the snapshots a read
+	// returns point here, and scrapes may still write them out while a
+	// later read updates the totals below.
 	values []string // label values, in key order: substrings of one string
-	pairs  []*dto.LabelPair
 
 	gen       uint64 // the read that last touched the fields below
-	dropped   bool   // over max_series in read gen
+	dropped   bool   // over max_series in read gen: its entries go to the overflow series
 	inGroups  bool   // held by readState.groups
 	value     uint64 // counter total
 	count     uint64 // histogram: observations, including those above the last bucket
@@ -63,20 +61,22 @@ type keyEntry struct {
 // cgroups that come and go do not accumulate), and it never holds more than
 // limit keys. Keys that do not fit are decoded at every read.
 type readState struct {
-	limit    int
-	index    map[string]int32 // map key bytes (labels part) → entries index
-	entries  []keyEntry       // unused slots are listed in free
-	free     []int32
-	groups   map[string]*series // label values joined by 0xff → series of cached keys
-	overflow map[string]*series // same, for series of uncached keys; this read only
-	peak     int                // largest len(index) since the maps were last rebuilt
-	active   []*series          // series exported by this read, in first-seen order
-	gen      uint64
-	seen     int // cached keys seen by this read
-	touched  int // series of groups touched by this read
-	dropped  int // entries dropped by max_series in this read
-	buf      []byte
-	ends     []int
+	limit      int
+	index      map[string]int32 // map key bytes (labels part) → entries index
+	entries    []keyEntry       // unused slots are listed in free
+	free       []int32
+	groups     map[string]*series // label values joined by 0xff → series of cached keys
+	overflow   map[string]*series // same, for series of uncached keys; this read only
+	peak       int                // largest len(index) since the maps were last rebuilt
+	active     []*series          // series exported by this read, in first-seen order
+	lastActive int                // len(active) at the end of the last read
+	gen        uint64
+	seen       int     // cached keys seen by this read
+	touched    int     // series of groups touched by this read
+	dropped    int     // entries added to the overflow series in this read
+	over       *series // the overflow series; built at first use
+	buf        []byte
+	ends       []int
 
 	// Batch reads return a hash map's keys in bucket order, which changes
 	// little between reads. The keys of the last read, in order, and their
@@ -88,9 +88,7 @@ type readState struct {
 	lastIdx, curIdx   []int32
 	cursor            int
 
-	desc  *prometheus.Desc
 	names []string  // label names, in key order
-	order []int     // label indices sorted by name (the order of dto label pairs)
 	nb    int       // histogram buckets
 	keep  []int     // histogram buckets emitted (equal bounds: only the last)
 	upper []float64 // their bounds; shared read-only by the emitted metrics
@@ -103,7 +101,7 @@ type readState struct {
 
 // newReadState builds the read state of a metric of config (the config's
 // name, for decoder error logs and metrics).
-func newReadState(mp *MetricPlan, desc *prometheus.Desc, limit int, config string) readState {
+func newReadState(mp *MetricPlan, limit int, config string) readState {
 	rs := readState{
 		config:   config,
 		metric:   mp.Name,
@@ -111,14 +109,11 @@ func newReadState(mp *MetricPlan, desc *prometheus.Desc, limit int, config strin
 		index:    map[string]int32{},
 		groups:   map[string]*series{},
 		overflow: map[string]*series{},
-		desc:     desc,
 		names:    make([]string, len(mp.Labels)),
-		order:    make([]int, len(mp.Labels)),
 		nb:       len(mp.Buckets.Upper),
 	}
 	for i, l := range mp.Labels {
 		rs.names[i] = l.Name
-		rs.order[i] = i
 		for _, name := range l.Chain.Names() {
 			if rs.decoderIndex(name) < 0 {
 				rs.decErrs = append(rs.decErrs, &decoderErrors{decoder: name})
@@ -126,7 +121,6 @@ func newReadState(mp *MetricPlan, desc *prometheus.Desc, limit int, config strin
 			}
 		}
 	}
-	sort.SliceStable(rs.order, func(a, b int) bool { return rs.names[rs.order[a]] < rs.names[rs.order[b]] })
 	up := mp.Buckets.Upper
 	for i := range up {
 		// Equal bounds (bucket_keys [1, 1, 5]) make one bucket, with the
@@ -144,7 +138,7 @@ func newReadState(mp *MetricPlan, desc *prometheus.Desc, limit int, config strin
 func (m *metric) begin() {
 	rs := &m.rs
 	rs.gen++
-	rs.active = rs.active[:0]
+	rs.active = make([]*series, 0, rs.lastActive)
 	rs.seen, rs.touched, rs.dropped = 0, 0, 0
 	rs.curKeys, rs.curIdx, rs.cursor = rs.curKeys[:0], rs.curIdx[:0], 0
 }
@@ -153,10 +147,10 @@ func (m *metric) begin() {
 // did not see are forgotten.
 func (m *metric) end(ok bool) {
 	rs := &m.rs
-	m.noteDropped(rs.dropped)
+	m.noteOverflow(rs.dropped)
 	clear(rs.overflow)
-	clear(rs.active) // the emitted metrics do not need the slice
-	rs.active = rs.active[:0]
+	rs.lastActive = len(rs.active)
+	rs.active = nil // handed to the read's Family, or dropped on error
 	rs.lastKeys, rs.curKeys = rs.curKeys, rs.lastKeys
 	rs.lastIdx, rs.curIdx = rs.curIdx, rs.lastIdx
 	if !ok {
@@ -207,7 +201,7 @@ func (rs *readState) compact() {
 // series returns the series that the entry with this key adds to in the
 // read in flight, or nil when the entry is dropped: a decoder skipped or
 // failed on it (counted in decoder errors), or its series is over
-// max_series (counted in series dropped).
+// max_series, in which case it adds to the metric's overflow series.
 func (m *metric) series(key []byte) *series {
 	rs := &m.rs
 	lk := key
@@ -257,24 +251,54 @@ func (m *metric) series(key []byte) *series {
 		if s.inGroups {
 			rs.touched++
 		}
-		s.dropped = len(rs.active) >= m.MaxSeries
+		s.dropped = len(rs.active) >= m.maxSeries
 		if !s.dropped {
-			s.value, s.count, s.sum = 0, 0, 0
-			if m.Histogram {
-				if s.perBucket == nil {
-					s.perBucket = make([]uint64, rs.nb)
-				} else {
-					clear(s.perBucket)
-				}
-			}
-			rs.active = append(rs.active, s)
+			rs.activate(s)
 		}
 	}
 	if s.dropped {
 		rs.dropped++
-		return nil
+		return rs.overflowSeries()
 	}
 	return s
+}
+
+// OverflowValue is the value of every label of a metric's overflow series,
+// which sums the map entries whose series would have gone over max_series
+// (as the OpenTelemetry SDK's cardinality limit does), so that the sum over
+// a metric's series always equals the sum over its map.
+const OverflowValue = "__overflow__"
+
+// overflowSeries returns the metric's overflow series, started for the
+// read in flight.
+func (rs *readState) overflowSeries() *series {
+	o := rs.over
+	if o == nil {
+		values := make([]string, len(rs.names))
+		for i := range values {
+			values[i] = OverflowValue
+		}
+		o = &series{values: values}
+		rs.over = o
+	}
+	if o.gen != rs.gen {
+		o.gen = rs.gen
+		rs.activate(o)
+	}
+	return o
+}
+
+// activate zeroes a series' totals and adds it to the read's active series.
+func (rs *readState) activate(s *series) {
+	s.value, s.count, s.sum = 0, 0, 0
+	if rs.nb > 0 {
+		if s.perBucket == nil {
+			s.perBucket = make([]uint64, rs.nb)
+		} else {
+			clear(s.perBucket)
+		}
+	}
+	rs.active = append(rs.active, s)
 }
 
 // decoderIndex returns the index in decErrs of a decoder name, or -1.
@@ -357,7 +381,7 @@ func (m *metric) decode(lk []byte, cached bool) *series {
 		values[i] = joined[start:end]
 		start = end + 1
 	}
-	s := &series{desc: rs.desc, values: values, pairs: rs.labelPairs(values), inGroups: cached}
+	s := &series{values: values, inGroups: cached}
 	if cached {
 		rs.groups[joined] = s
 	} else {
@@ -366,86 +390,28 @@ func (m *metric) decode(lk []byte, cached bool) *series {
 	return s
 }
 
-// labelPairs builds the dto label pairs of a series, sorted by name as
-// prometheus.MakeLabelPairs does, with two allocations. Names point into
-// rs.names and values into the series' values.
-func (rs *readState) labelPairs(values []string) []*dto.LabelPair {
-	if len(values) == 0 {
-		return nil
+// emitCounters hands the read's active series to f, with their totals:
+// one allocation for all of them.
+func (m *metric) emitCounters(f *Family) {
+	rs := &m.rs
+	f.series = rs.active
+	f.values = make([]float64, len(rs.active))
+	for i, s := range rs.active {
+		f.values[i] = float64(s.value)
 	}
-	pairs := make([]dto.LabelPair, len(values))
-	ptrs := make([]*dto.LabelPair, len(values))
-	for i, li := range rs.order {
-		pairs[i].Name = &rs.names[li]
-		pairs[i].Value = &values[li]
-		ptrs[i] = &pairs[i]
-	}
-	return ptrs[:len(ptrs):len(ptrs)]
 }
 
-// counterMetric is one counter series of a read. It is immutable, so the
-// scrapes that share a read may write it concurrently.
-type counterMetric struct {
-	s     *series // only its read-only part is used
-	value float64
-}
-
-func (c *counterMetric) Desc() *prometheus.Desc { return c.s.desc }
-
-// Write fills out as prometheus.MustNewConstMetric(desc, CounterValue, ...)
-// would.
-func (c *counterMetric) Write(out *dto.Metric) error {
-	out.Label = c.s.pairs
-	out.Counter = &dto.Counter{Value: &c.value}
-	return nil
-}
-
-// histMetric is one histogram series of a read; immutable like
-// counterMetric.
-type histMetric struct {
-	s     *series
-	upper []float64 // bounds of the emitted buckets
-	cum   []uint64  // cumulative counts of the emitted buckets
-	count uint64
-	sum   float64
-}
-
-func (h *histMetric) Desc() *prometheus.Desc { return h.s.desc }
-
-// Write fills out as prometheus.MustNewConstHistogram would.
-func (h *histMetric) Write(out *dto.Metric) error {
-	buckets := make([]dto.Bucket, len(h.cum))
-	ptrs := make([]*dto.Bucket, len(h.cum))
-	for i := range h.cum {
-		buckets[i].CumulativeCount = &h.cum[i]
-		buckets[i].UpperBound = &h.upper[i]
-		ptrs[i] = &buckets[i]
-	}
-	out.Label = h.s.pairs
-	out.Histogram = &dto.Histogram{SampleCount: &h.count, SampleSum: &h.sum, Bucket: ptrs}
-	return nil
-}
-
-// emitCounters appends the metrics of the read's active series: one
-// allocation for all of them.
-func (m *metric) emitCounters(out []prometheus.Metric) []prometheus.Metric {
-	slab := make([]counterMetric, len(m.rs.active))
-	for i, s := range m.rs.active {
-		slab[i] = counterMetric{s: s, value: float64(s.value)}
-		out = append(out, &slab[i])
-	}
-	return out
-}
-
-// emitHistograms appends the metrics of the read's active series: two
-// allocations for all of them.
-func (m *metric) emitHistograms(out []prometheus.Metric) []prometheus.Metric {
+// emitHistograms hands the read's active series to f, with their
+// cumulative buckets, counts and sums: three allocations for all of them.
+func (m *metric) emitHistograms(f *Family) {
 	rs := &m.rs
 	nk := len(rs.keep)
-	slab := make([]histMetric, len(rs.active))
-	cum := make([]uint64, len(rs.active)*nk)
+	f.series = rs.active
+	f.cum = make([]uint64, len(rs.active)*nk)
+	f.counts = make([]uint64, len(rs.active))
+	f.sums = make([]float64, len(rs.active))
 	for i, s := range rs.active {
-		c := cum[i*nk : (i+1)*nk : (i+1)*nk]
+		c := f.cum[i*nk : (i+1)*nk]
 		var run uint64
 		j := 0
 		for b, n := range s.perBucket {
@@ -455,9 +421,7 @@ func (m *metric) emitHistograms(out []prometheus.Metric) []prometheus.Metric {
 				j++
 			}
 		}
-		slab[i] = histMetric{s: s, upper: rs.upper, cum: c, count: s.count,
-			sum: float64(s.sum) * m.Buckets.Multiplier}
-		out = append(out, &slab[i])
+		f.counts[i] = s.count
+		f.sums[i] = float64(s.sum) * m.Buckets.Multiplier
 	}
-	return out
 }

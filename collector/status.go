@@ -116,30 +116,39 @@ func (s *Status) States() []State {
 // Describe sends the status descriptors.
 func (s *Status) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, loadingDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
-		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesDroppedDesc} {
+		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc} {
 		ch <- d
 	}
 }
 
-// Collect reads every config that is up (concurrently), then sends the
-// status metrics and the self-metrics, so that
-// kernel_exporter_scrape_duration_seconds and
-// kernel_exporter_map_entries_read describe this scrape's reads, not the
-// previous one's (a registry runs its collectors concurrently, so status
-// collected beside the configs would see the reads of the scrape before).
-// Status is thus the one collector of an exporter's configs; their own
-// descriptors are registered apart, with Config.Descs, so that the
-// registry still refuses metric names that clash.
-func (s *Status) Collect(ch chan<- prometheus.Metric) {
+// Read reads every config that is up, concurrently, and returns their
+// snapshots in config order. Call it before gathering a registry that
+// holds s, so that kernel_exporter_scrape_duration_seconds and
+// kernel_exporter_map_entries_read describe these reads, not the previous
+// ones. The configs' own metric names are claimed in that registry apart,
+// with Config.Descs, so that it still refuses names that clash.
+func (s *Status) Read() []*Snapshot {
 	states := s.States()
+	snaps := make([]*Snapshot, len(states))
 	var wg sync.WaitGroup
-	for _, st := range states {
+	for i, st := range states {
 		if st.Collector != nil {
-			wg.Go(func() { st.Collector.Collect(ch) })
+			wg.Go(func() { snaps[i] = st.Collector.Read() })
 		}
 	}
 	wg.Wait()
-	s.collect(ch, states)
+	out := snaps[:0]
+	for _, sn := range snaps {
+		if sn != nil {
+			out = append(out, sn)
+		}
+	}
+	return out
+}
+
+// Collect sends the status metrics and the self-metrics of every config.
+func (s *Status) Collect(ch chan<- prometheus.Metric) {
+	s.collect(ch, s.States())
 }
 
 func (s *Status) collect(ch chan<- prometheus.Metric, states []State) {

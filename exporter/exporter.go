@@ -38,6 +38,9 @@ type Options struct {
 	// CacheSize bounds each metric's decoded-key cache and each decoder's
 	// cache (entries; decoder caches at most MaxDecoderCache).
 	CacheSize int
+	// MaxSeries is the series limit of metrics that set no max_series
+	// (--config.max-series; 0: config.DefaultMaxSeries).
+	MaxSeries int
 	// BTFPath is an external vmlinux BTF file; empty uses the kernel's.
 	BTFPath string
 	// AttachTo holds command-line attach_to overrides by config name (see
@@ -305,7 +308,7 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 		// Load left nothing loaded: obj only reports the programs.
 		return nil, nil, nil, fmt.Errorf("%s: %w", cfg.Object, err)
 	}
-	c, err := collector.New(plan, obj.Collection, opts.CacheSize)
+	c, err := collector.New(plan, obj.Collection, collector.Limits{CacheSize: opts.CacheSize, MaxSeries: opts.MaxSeries})
 	if err != nil {
 		return obj, nil, nil, err
 	}
