@@ -26,8 +26,9 @@ import (
 //     kinds, and takes 0 as the lower end of the zero bucket (no negative
 //     buckets) as it does for the lowest classic bucket: on the same
 //     observations, native and classic quantiles are equal to the last
-//     digit. Later versions interpolate native buckets exponentially; on a
-//     bucket (x, 2x] that differs from linear by up to 8.7%.
+//     digit. Later versions interpolate native buckets exponentially
+//     (x·2^f rather than x·(1+f) at fraction f of a bucket (x, 2x]), which
+//     differs from linear by up to 6.2%.
 
 // nativeQuantileTolerance is how far (relative) the native and the classic
 // quantile of the same observations may differ: rounding only, since 2.42
