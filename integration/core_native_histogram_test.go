@@ -80,7 +80,7 @@ func TestPrometheusNativeHistograms(t *testing.T) {
 	a, b, _, ifindex := vethPair(t, 16000)
 	// Stops IPv6 neighbour discovery on the device: after the datagrams
 	// nothing else moves its histogram while the servers are compared.
-	nsCmd(t, a, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+	inNetns(t, a, func() error { return sysctl("net.ipv6.conf.all.disable_ipv6", "1") })
 	e := Start(t, "--programs=net_tx_size")
 	target := strings.TrimPrefix(e.URL, "http://")
 	native := startPrometheus(t, target, "--enable-feature=native-histograms")
