@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 // prometheusBinary is the Prometheus server the test scrapes with (Debian
@@ -23,14 +25,13 @@ import (
 const prometheusBinary = "/usr/bin/prometheus"
 
 // startPrometheus runs a Prometheus server that scrapes target (host:port)
-// every second, and returns its base URL. It is killed at test cleanup.
-func startPrometheus(t *testing.T, target string) string {
+// every second, with flags added to its command line (such as
+// --enable-feature=native-histograms), and returns its base URL. It is
+// killed at test cleanup.
+func startPrometheus(t *testing.T, target string, flags ...string) string {
 	t.Helper()
 	if _, err := os.Stat(prometheusBinary); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s missing (install the prometheus package; CI=true forbids skipping)", prometheusBinary)
-		}
-		t.Skipf("%s missing: %v", prometheusBinary, err)
+		testenv.SkipOrFail(t, "%s missing (install the prometheus package): %v", prometheusBinary, err)
 	}
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global:
@@ -48,12 +49,12 @@ scrape_configs:
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	logs := &syncBuffer{}
-	cmd := exec.Command(prometheusBinary,
-		"--config.file="+cfgFile,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
+	cmd := exec.Command(prometheusBinary, append([]string{
+		"--config.file=" + cfgFile,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
 		"--log.level=warn",
-	)
+	}, flags...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start prometheus: %v", err)

@@ -11,14 +11,14 @@ import (
 )
 
 // vethPair connects two new network namespaces with a veth pair, 192.0.2.1
-// (in a) and 192.0.2.2 (in b), MTU 1500. It returns the namespaces, the
-// name of a's end and its ifindex.
+// (in a) and 192.0.2.2 (in b), both ends with MTU mtu bytes. It returns the
+// namespaces, the name of a's end and its ifindex.
 //
 // The pair is created in the host namespace and then moved, so that a's
 // end keeps an ifindex allocated there: no interface of the host has it,
 // and the exporter (which names devices in its own namespace) shows it as
 // that number, which cannot be confused with a host interface's traffic.
-func vethPair(t *testing.T) (a, b, dev string, ifindex int) {
+func vethPair(t *testing.T, mtu int) (a, b, dev string, ifindex int) {
 	t.Helper()
 	a, b = newNetns(t), newNetns(t)
 	suffix := randomName(t, "")[:6]
@@ -36,7 +36,7 @@ func vethPair(t *testing.T) (a, b, dev string, ifindex int) {
 		t.Fatalf("%s changed ifindex from %d to %s when moved", dev, ifindex, got)
 	}
 	for _, c := range []struct{ ns, dev, addr string }{{a, dev, "192.0.2.1/24"}, {b, peer, "192.0.2.2/24"}} {
-		mustCmd(t, "ip", "-n", c.ns, "link", "set", c.dev, "mtu", "1500", "up")
+		mustCmd(t, "ip", "-n", c.ns, "link", "set", c.dev, "mtu", strconv.Itoa(mtu), "up")
 		mustCmd(t, "ip", "-n", c.ns, "addr", "add", c.addr, "dev", c.dev)
 	}
 	return a, b, dev, ifindex
@@ -101,7 +101,7 @@ func TestProgramNetTxSize(t *testing.T) {
 		sizeHist = "kernel_net_tx_packet_size_bytes"
 		segsHist = "kernel_net_tx_gso_segments"
 	)
-	a, b, dev, ifindex := vethPair(t)
+	a, b, dev, ifindex := vethPair(t, 1500)
 	e := Start(t, "--programs=net_tx_size")
 	label := L("device", strconv.Itoa(ifindex))
 	hist := func(ms Metrics, name string, le float64) (uint64, int64) {
