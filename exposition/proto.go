@@ -82,8 +82,8 @@ func zigzag32(n int32) uint64 { return uint64(uint32(n<<1) ^ uint32(n>>31)) }
 func zigzag64(n int64) uint64 { return uint64(n<<1) ^ uint64(n>>63) }
 
 // writeProtoFamily writes f as one length-delimited MetricFamily: a size
-// pass over its series, then a write pass that recomputes each series'
-// size for its own length prefix.
+// pass over its series gives the family's length, then a write pass
+// writes each series with its own length prefix (see beginLen).
 func writeProtoFamily(b *buffer, f *collector.Family) error {
 	help := validUTF8(f.Help)
 	size := sizeBytes(len(f.Name)) + sizeBytes(len(help)) + 2
@@ -103,8 +103,9 @@ func writeProtoFamily(b *buffer, f *collector.Family) error {
 	b.buf = append(b.buf, tagFamilyType, typ)
 	for i := 0; i < f.Len(); i++ {
 		b.buf = append(b.buf, tagFamilyMetric)
-		b.buf = appendVarint(b.buf, uint64(metricSize(f, i)))
+		at := b.beginLen()
 		b.appendMetric(f, i)
+		b.endLen(at)
 		if err := b.check(); err != nil {
 			return err
 		}
@@ -174,8 +175,9 @@ func (b *buffer) appendMetric(f *collector.Family, i int) {
 		b.buf = appendFixed64(b.buf, tagValue, f.Value(i))
 	case collector.KindHistogram:
 		b.buf = append(b.buf, tagMetricHistogram)
-		b.buf = appendVarint(b.buf, uint64(histogramSize(f, i)))
+		at := b.beginLen()
 		b.appendHistogram(f, i)
+		b.endLen(at)
 	}
 }
 
@@ -210,4 +212,27 @@ func (b *buffer) appendHistogram(f *collector.Family, i int) {
 		b.buf = appendVarint(b.buf, zigzag64(c-prev))
 		prev = c
 	}
+}
+
+// beginLen reserves one byte for the length of the message about to be
+// appended, and returns where it is.
+func (b *buffer) beginLen() int {
+	b.buf = append(b.buf, 0)
+	return len(b.buf)
+}
+
+// endLen writes the length of the message appended since beginLen
+// returned at. A message of 128 bytes or more needs a longer varint: the
+// message is moved up to make room. Most series are smaller, so the write
+// pass does not compute sizes again.
+func (b *buffer) endLen(at int) {
+	n := len(b.buf) - at
+	if n < 0x80 {
+		b.buf[at-1] = byte(n)
+		return
+	}
+	extra := sizeVarint(uint64(n)) - 1
+	b.buf = append(b.buf, make([]byte, extra)...)
+	copy(b.buf[at+extra:], b.buf[at:at+n])
+	appendVarint(b.buf[:at-1], uint64(n))
 }
