@@ -59,7 +59,8 @@ type Family struct {
 // of Schema: bucket 0, which counts everything from 0 to Upper[0], is the
 // zero bucket with threshold ZeroThreshold (= Upper[0]); bucket i ≥ 1 is
 // native bucket Index[i] (Index[0] is unused). Observations above the last
-// bound are in the count but in no native bucket.
+// bound go to one more native bucket, the index after the last: a native
+// histogram has no +Inf bucket, and its buckets must add up to its count.
 type NativeLayout struct {
 	Schema        int32
 	ZeroThreshold float64

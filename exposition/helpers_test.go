@@ -54,13 +54,21 @@ func toDTO(f *collector.Family, native bool) *dto.MetricFamily {
 				h.Schema = proto.Int32(l.Schema)
 				h.ZeroThreshold = proto.Float64(l.ZeroThreshold)
 				h.ZeroCount = proto.Uint64(cum[0])
+				// Classic buckets 1..n-1, then one bucket for the
+				// observations above the last bound, if any.
+				counts := []int64{}
+				for k := 1; k < len(cum); k++ {
+					counts = append(counts, int64(cum[k])-int64(cum[k-1]))
+				}
+				if above := int64(count) - int64(cum[len(cum)-1]); above > 0 {
+					counts = append(counts, above)
+				}
 				h.PositiveSpan = []*dto.BucketSpan{{
 					Offset: proto.Int32(l.Index[1]),
-					Length: proto.Uint32(uint32(len(cum) - 1)),
+					Length: proto.Uint32(uint32(len(counts))),
 				}}
 				var prev int64
-				for k := 1; k < len(cum); k++ {
-					c := int64(cum[k]) - int64(cum[k-1])
+				for _, c := range counts {
 					h.PositiveDelta = append(h.PositiveDelta, c-prev)
 					prev = c
 				}

@@ -134,24 +134,47 @@ func histogramSize(f *collector.Family, i int) int {
 	}
 	if l := f.Native; l != nil {
 		n += 1 + sizeVarint(zigzag32(l.Schema)) + 9 + 1 + sizeVarint(cum[0])
-		n += 2 + spanSize(l, len(cum))
-		n += sizeBytes(deltasSize(cum))
+		n += 2 + spanSize(l, cum, count)
+		n += sizeBytes(deltasSize(cum, count))
 	}
 	return n
 }
 
 // The native buckets are sent as one span: the classic buckets 1…n-1 are
-// native indexes Index[1]… in a row.
-func spanSize(l *collector.NativeLayout, n int) int {
-	return 1 + sizeVarint(zigzag32(l.Index[1])) + 1 + sizeVarint(uint64(n-1))
+// native indexes Index[1]… in a row, and the observations above the last
+// bound, when there are any, are one more bucket, the next index: a
+// native histogram's buckets must add up to its count (Prometheus refuses
+// it otherwise), and it has no +Inf bucket.
+func spanSize(l *collector.NativeLayout, cum []uint64, count uint64) int {
+	return 1 + sizeVarint(zigzag32(l.Index[1])) + 1 + sizeVarint(uint64(nativeBuckets(cum, count)))
+}
+
+// nativeBuckets is the number of native buckets of a series: the classic
+// buckets after the first (which is the zero bucket), and one for the
+// observations above the last bound, if any.
+func nativeBuckets(cum []uint64, count uint64) int {
+	n := len(cum) - 1
+	if count > cum[len(cum)-1] {
+		n++
+	}
+	return n
+}
+
+// nativeCount is the count of native bucket k (1 ≤ k ≤ nativeBuckets):
+// classic bucket k, or the observations above the last bound.
+func nativeCount(cum []uint64, count uint64, k int) int64 {
+	if k == len(cum) {
+		return int64(count - cum[k-1])
+	}
+	return int64(cum[k] - cum[k-1])
 }
 
 // deltasSize is the size of the packed positive_delta payload: each
 // native bucket's count minus the one before (the first minus zero).
-func deltasSize(cum []uint64) int {
+func deltasSize(cum []uint64, count uint64) int {
 	n, prev := 0, int64(0)
-	for k := 1; k < len(cum); k++ {
-		c := int64(cum[k] - cum[k-1])
+	for k := 1; k <= nativeBuckets(cum, count); k++ {
+		c := nativeCount(cum, count, k)
 		n += sizeVarint(zigzag64(c - prev))
 		prev = c
 	}
@@ -200,15 +223,16 @@ func (b *buffer) appendHistogram(f *collector.Family, i int) {
 	b.buf = appendFixed64(b.buf, tagZeroThreshold, l.ZeroThreshold)
 	b.buf = append(b.buf, tagZeroCount)
 	b.buf = appendVarint(b.buf, cum[0])
-	b.buf = append(b.buf, tagPositiveSpan, byte(spanSize(l, len(cum))), tagSpanOffset)
+	nb := nativeBuckets(cum, count)
+	b.buf = append(b.buf, tagPositiveSpan, byte(spanSize(l, cum, count)), tagSpanOffset)
 	b.buf = appendVarint(b.buf, zigzag32(l.Index[1]))
 	b.buf = append(b.buf, tagSpanLength)
-	b.buf = appendVarint(b.buf, uint64(len(cum)-1))
+	b.buf = appendVarint(b.buf, uint64(nb))
 	b.buf = append(b.buf, tagPositiveDelta)
-	b.buf = appendVarint(b.buf, uint64(deltasSize(cum)))
+	b.buf = appendVarint(b.buf, uint64(deltasSize(cum, count)))
 	prev := int64(0)
-	for k := 1; k < len(cum); k++ {
-		c := int64(cum[k] - cum[k-1])
+	for k := 1; k <= nb; k++ {
+		c := nativeCount(cum, count, k)
 		b.buf = appendVarint(b.buf, zigzag64(c-prev))
 		prev = c
 	}

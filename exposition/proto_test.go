@@ -47,12 +47,23 @@ func TestProtobufNativeHistogram(t *testing.T) {
 	if h.GetZeroThreshold() != 1 || h.GetZeroCount() != 3 {
 		t.Errorf("zero bucket threshold %v count %d, want 1 and 3", h.GetZeroThreshold(), h.GetZeroCount())
 	}
-	// 2 = 2^1 is the upper bound of schema 0 index 1; 1024 of index 10.
-	wantSpan := []*dto.BucketSpan{{Offset: proto.Int32(1), Length: proto.Uint32(10)}}
+	// 2 = 2^1 is the upper bound of schema 0 index 1; 1024 of index 10;
+	// the 4 above 1024 are index 11, so that the buckets add up to the
+	// count, as Prometheus requires.
+	wantSpan := []*dto.BucketSpan{{Offset: proto.Int32(1), Length: proto.Uint32(11)}}
 	if len(h.PositiveSpan) != 1 || !proto.Equal(h.PositiveSpan[0], wantSpan[0]) {
 		t.Errorf("positive spans %v, want %v", h.PositiveSpan, wantSpan)
 	}
-	wantDelta := []int64{0, 5, 0, -4, -1, 0, 0, 0, 0, 2}
+	wantDelta := []int64{0, 5, 0, -4, -1, 0, 0, 0, 0, 2, 2}
+	var sum uint64 = h.GetZeroCount()
+	var run int64
+	for _, d := range h.PositiveDelta {
+		run += d
+		sum += uint64(run)
+	}
+	if sum != h.GetSampleCount() {
+		t.Errorf("native buckets add up to %d, want the count %d", sum, h.GetSampleCount())
+	}
 	if len(h.PositiveDelta) != len(wantDelta) {
 		t.Fatalf("positive deltas %v, want %v", h.PositiveDelta, wantDelta)
 	}

@@ -45,7 +45,7 @@ func Landing(status *collector.Status, metricsPath, version string) http.Handler
 			rows = append(rows, rw)
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = page.Execute(w, map[string]any{"Rows": rows, "Metrics": metricsPath, "Version": version})
+		_ = page.Execute(w, map[string]any{"Rows": rows, "Metrics": metricsPath, "Version": version, "Overflow": collector.OverflowValue})
 	})
 }
 
@@ -66,7 +66,7 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 <td>{{if .Up}}<span class="up">up</span>{{else if .Loading}}<span class="loading">loading</span>{{else}}<span class="down">down</span>{{end}}</td>
 <td>{{range .Programs}}{{.Name}} ({{.Section}}{{if .Alternative}}, alternative {{.Alternative}}{{end}}): {{if .Attached}}attached{{else}}not attached{{end}}<br>{{end}}</td>
 <td>{{range .Alternatives}}<b>{{.Name}}</b>: {{if .Chosen}}chose {{.Chosen}}{{else}}none works{{end}}{{range .Passed}}<br>passed over <pre>{{.}}</pre>{{end}}<br>{{end}}</td>
-<td>{{if .Up}}{{if .Limits}}max_series reached: {{.Limits}}{{end}}{{else if .Reason}}<pre>{{.Reason}}</pre>{{end}}</td>
+<td>{{if .Up}}{{if .Limits}}<span class="loading">over its series limit</span> (the excess is summed into one series whose labels are all {{$.Overflow}}): {{.Limits}}{{end}}{{else if .Reason}}<pre>{{.Reason}}</pre>{{end}}</td>
 </tr>{{end}}
 </table>
 </body></html>

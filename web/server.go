@@ -17,11 +17,11 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/mdlayher/vsock"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/exposition"
 )
 
 // Timeouts of the HTTP server. A scrape is one GET without a body, so
@@ -119,7 +119,7 @@ func CheckMetricsPath(p string, pprofOn bool) error {
 }
 
 // NewServer builds the server: its handlers (landing page, metrics of
-// gatherer with promhttp, pprof when enabled) and timeouts. It returns the
+// status and gatherer with exposition.Handler, pprof when enabled) and timeouts. It returns the
 // error of CheckMetricsPath, or one for MaxRequests < 0 or
 // MaxConnections < 1.
 func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *collector.Status, flags *toolkit.FlagConfig, opts Options) (*Server, error) {
@@ -137,12 +137,14 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 		log = slog.Default()
 	}
 	mux := http.NewServeMux()
-	metrics := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(log.Handler(), slog.LevelError),
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: opts.MaxRequests,
-		Registry:            reg,
+	metrics, err := exposition.Handler(status, gatherer, exposition.HandlerOptions{
+		MaxRequests: opts.MaxRequests,
+		Registerer:  reg,
+		Logger:      log,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("register kernel_exporter_exposition_errors_total: %w", err)
+	}
 	mux.Handle(opts.MetricsPath, waitLoaded(metrics, opts.Loaded, time.Now().Add(StartupWait)))
 	mux.Handle("/", Landing(status, opts.MetricsPath, opts.Version))
 	if opts.EnablePprof {

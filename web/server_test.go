@@ -76,8 +76,9 @@ func (g *blockingGatherer) Gather() ([]*dto.MetricFamily, error) {
 }
 
 // TestHardening08MaxRequests checks that --web.max-requests is honoured:
-// with n scrapes in flight, the next one gets 503 at once (promhttp's
-// in-flight limit), and scrapes succeed again once those end.
+// with n scrapes in flight, the next one gets 503 at once, and scrapes
+// succeed again once those end. The n scrapes ask for n different formats:
+// scrapes of one format would share one encoding (and one Gather).
 func TestHardening08MaxRequests(t *testing.T) {
 	const n = 3
 	g := &blockingGatherer{entered: make(chan struct{}, n), release: make(chan struct{})}
@@ -91,9 +92,13 @@ func TestHardening08MaxRequests(t *testing.T) {
 	defer ts.Close()
 	var wg sync.WaitGroup
 	codes := make(chan int, n)
-	for range n {
+	accepts := [n]string{"text/plain", "application/openmetrics-text;version=1.0.0",
+		"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"}
+	for i := range n {
 		wg.Go(func() {
-			resp, err := http.Get(ts.URL + "/metrics")
+			req, _ := http.NewRequest("GET", ts.URL+"/metrics", nil)
+			req.Header.Set("Accept", accepts[i])
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Error(err)
 				return
