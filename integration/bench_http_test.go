@@ -78,7 +78,7 @@ func benchKeys(b *testing.B) []int {
 // b.N scrapes per format in the order text, gzip, proto.
 //
 // Metrics per format: ms-median and ms-min per scrape, body-B (the bytes
-// on the wire: compressed for gzip), and VmHWM-MB, the exporter's peak
+// on the wire: compressed for gzip), and VmHWM-MiB, the exporter's peak
 // resident memory (VmHWM of /proc/<pid>/status) after that format's
 // scrapes; the figure after proto is the process's peak over all three.
 //
@@ -151,7 +151,7 @@ func benchExporter(b *testing.B, n int, bin string, args ...string) {
 			b.ReportMetric(ms(times[len(times)/2]), "ms-median")
 			b.ReportMetric(ms(times[0]), "ms-min")
 			b.ReportMetric(float64(size), "body-B")
-			b.ReportMetric(float64(p.vmHWM(b))/1024, "VmHWM-MB")
+			b.ReportMetric(float64(p.vmHWM(b))/1024, "VmHWM-MiB")
 		})
 	}
 }
