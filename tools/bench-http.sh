@@ -20,6 +20,7 @@
 #                 repository)
 #   REF_BUILD_SCRIPT  (/work/shared/tools/reference/build.sh) REF_DIR (/tmp/ref)
 #   OUT           raw go test output (/tmp/bench-http.txt)
+#   RAW           a raw output file of an earlier run: print its table only
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,21 +30,24 @@ COUNT=${COUNT:-1}
 OUT=${OUT:-/tmp/bench-http.txt}
 GO=${GO:-go}
 
-if [ "${REF_BUILD:-}" = 1 ]; then
+if [ -n "${RAW:-}" ]; then
+	OUT=$RAW
+elif [ "${REF_BUILD:-}" = 1 ]; then
 	dir=${REF_DIR:-/tmp/ref}
 	bash "${REF_BUILD_SCRIPT:-/work/shared/tools/reference/build.sh}" "$dir" >/dev/null
 	REF_EXPORTER=$dir/ebpf_exporter
 fi
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# Built as make build does (the shipped binary).
-(cd "$repo" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/kernel_exporter" ./cmd/kernel_exporter)
-
-echo "bench-http: keys $KEYS, $SCRAPES scrapes per format, $COUNT run(s), reference: ${REF_EXPORTER:-none}; raw output in $OUT" >&2
-(cd "$repo" && KERNEL_EXPORTER_BINARY="$tmp/kernel_exporter" REF_EXPORTER="${REF_EXPORTER:-}" KE_BENCH_KEYS="$KEYS" \
-	CGO_ENABLED=0 "$GO" test -run '^$' -bench '^BenchmarkHTTPScrape$' -benchtime "${SCRAPES}x" -count "$COUNT" \
-	-timeout 120m ./integration/) | tee "$OUT" >&2
+if [ -z "${RAW:-}" ]; then
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	# Built as make build does (the shipped binary).
+	(cd "$repo" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/kernel_exporter" ./cmd/kernel_exporter)
+	echo "bench-http: keys $KEYS, $SCRAPES scrapes per format, $COUNT run(s), reference: ${REF_EXPORTER:-none}; raw output in $OUT" >&2
+	(cd "$repo" && KERNEL_EXPORTER_BINARY="$tmp/kernel_exporter" REF_EXPORTER="${REF_EXPORTER:-}" KE_BENCH_KEYS="$KEYS" \
+		CGO_ENABLED=0 "$GO" test -run '^$' -bench '^BenchmarkHTTPScrape$' -benchtime "${SCRAPES}x" -count "$COUNT" \
+		-timeout 120m ./integration/) | tee "$OUT" >&2
+fi
 
 # BenchmarkHTTPScrape/keys=N/EXPORTER/FORMAT-P  n  x ns/op  v unit ...
 awk '
@@ -67,8 +71,9 @@ function median(k,   n, i, j, t, a) {
 	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
-function cell(k) { return (k in lo) ? sprintf("%.1f (%.1f)", median(k), lo[k]) : "-" }
-function mb(k) { return (k in hwm) ? sprintf("%.1f", hwm[k]) : "-" }
+function num(v) { return (v < 100) ? sprintf("%.1f", v) : sprintf("%.0f", v) }
+function cell(k) { return (k in lo) ? num(median(k)) " (" num(lo[k]) ")" : "-" }
+function mb(k) { return (k in hwm) ? sprintf("%.0f", hwm[k]) : "-" }
 function kb(k) { return (k in body) ? sprintf("%.0f", body[k] / 1024) : "-" }
 END {
 	if (haveRef) {
