@@ -240,7 +240,7 @@ func counterFixture(b *testing.B, n int) *Config {
 		values[i] = uint64(i%1000 + 1)
 	}
 	spec := benchMapSpec[counterKey]("bench_calls_total", n)
-	return newBenchCollector(b, benchCounterYAML(n+1), spec, keys, values)
+	return newBenchCollector(b, benchCounterYAML(min(n+1, config.MaxMaxSeries)), spec, keys, values)
 }
 
 func histFixture(b *testing.B, n int) *Config {
@@ -252,7 +252,7 @@ func histFixture(b *testing.B, n int) *Config {
 		values[i] = uint64(i%100 + 1)
 	}
 	spec := benchMapSpec[histKey]("bench_latency_seconds", n)
-	return newBenchCollector(b, benchHistYAML(n/histSlots+1), spec, keys, values)
+	return newBenchCollector(b, benchHistYAML(min(n/histSlots+1, config.MaxMaxSeries)), spec, keys, values)
 }
 
 // benchResults holds the ns per Collect of finished sub-benchmarks, by

@@ -94,8 +94,8 @@ func TestCacheFollowsMap(t *testing.T) {
 		t.Fatalf("first read: %v", vals)
 	}
 	rs := &c.metrics[0].rs
-	if len(rs.index) != 10 || len(rs.groups) != 10 {
-		t.Fatalf("cache after first read: %d keys, %d series, want 10 and 10", len(rs.index), len(rs.groups))
+	if rs.index.len() != 10 || len(rs.groups) != 10 {
+		t.Fatalf("cache after first read: %d keys, %d series, want 10 and 10", rs.index.len(), len(rs.groups))
 	}
 	for dev := uint32(0); dev < 8; dev++ {
 		if err := m.Delete(key(1, dev)); err != nil {
@@ -107,8 +107,8 @@ func TestCacheFollowsMap(t *testing.T) {
 	if !sameValues(vals, want) {
 		t.Errorf("after delete: %v, want %v", vals, want)
 	}
-	if len(rs.index) != 2 || len(rs.groups) != 2 {
-		t.Errorf("cache after delete: %d keys, %d series, want 2 and 2", len(rs.index), len(rs.groups))
+	if rs.index.len() != 2 || len(rs.groups) != 2 {
+		t.Errorf("cache after delete: %d keys, %d series, want 2 and 2", rs.index.len(), len(rs.groups))
 	}
 }
 
@@ -133,7 +133,7 @@ func TestCacheLimit(t *testing.T) {
 		if errs != uint64(read) {
 			t.Errorf("read %d: decoder errors %d, want %d", read, errs, read)
 		}
-		if n := len(c.metrics[0].rs.index); n != 2 {
+		if n := c.metrics[0].rs.index.len(); n != 2 {
 			t.Errorf("read %d: %d cached keys, want 2", read, n)
 		}
 	}
@@ -329,7 +329,7 @@ func TestChurn(t *testing.T) {
 				if !sameValues(got, want) {
 					t.Fatalf("round %d: got %v\nwant %v", round, got, want)
 				}
-				if n := len(c.metrics[0].rs.index); n > cacheSize || n > len(live) {
+				if n := c.metrics[0].rs.index.len(); n > cacheSize || n > len(live) {
 					t.Fatalf("round %d: %d cached keys, %d live, cache size %d", round, n, len(live), cacheSize)
 				}
 			}
@@ -360,8 +360,8 @@ func TestCompact(t *testing.T) {
 	}
 	got, _, _ := counters(t, c)
 	rs := &c.metrics[0].rs
-	if len(got) != 100 || len(rs.index) != 100 || len(rs.entries) != 100 || rs.peak != 100 {
-		t.Fatalf("after shrink: %d series, %d keys, %d entries, peak %d", len(got), len(rs.index), len(rs.entries), rs.peak)
+	if len(got) != 100 || rs.index.len() != 100 || len(rs.entries) != 100 || rs.peak != 100 {
+		t.Fatalf("after shrink: %d series, %d keys, %d entries, peak %d", len(got), rs.index.len(), len(rs.entries), rs.peak)
 	}
 	put(t, m, key(1, 1), 5)
 	got, _, _ = counters(t, c)

@@ -62,8 +62,8 @@ type keyEntry struct {
 // limit keys. Keys that do not fit are decoded at every read.
 type readState struct {
 	limit      int
-	index      map[string]int32 // map key bytes (labels part) → entries index
-	entries    []keyEntry       // unused slots are listed in free
+	index      keyIndex   // map key bytes (labels part) → entries index
+	entries    []keyEntry // unused slots are listed in free
 	free       []int32
 	groups     map[string]*series // label values joined by 0xff → series of cached keys
 	overflow   map[string]*series // same, for series of uncached keys; this read only
@@ -106,12 +106,16 @@ func newReadState(mp *MetricPlan, limit int, config string) readState {
 		config:   config,
 		metric:   mp.Name,
 		limit:    max(limit, 1),
-		index:    map[string]int32{},
 		groups:   map[string]*series{},
 		overflow: map[string]*series{},
 		names:    make([]string, len(mp.Labels)),
 		nb:       len(mp.Buckets.Upper),
 	}
+	keyLen := mp.KeySize
+	if mp.Histogram {
+		keyLen = mp.BucketOff
+	}
+	rs.index = newKeyIndex(keyLen, 0)
 	for i, l := range mp.Labels {
 		rs.names[i] = l.Name
 		for _, name := range l.Chain.Names() {
@@ -156,14 +160,15 @@ func (m *metric) end(ok bool) {
 	if !ok {
 		return
 	}
-	if len(rs.index) > rs.seen {
-		for k, i := range rs.index {
-			if rs.entries[i].seen != rs.gen {
-				delete(rs.index, k)
-				rs.entries[i] = keyEntry{}
-				rs.free = append(rs.free, i)
+	if rs.index.len() > rs.seen {
+		rs.index.sweep(func(i int32) bool {
+			if rs.entries[i].seen == rs.gen {
+				return false
 			}
-		}
+			rs.entries[i] = keyEntry{}
+			rs.free = append(rs.free, i)
+			return true
+		})
 	}
 	if len(rs.groups) > rs.touched {
 		for k, s := range rs.groups {
@@ -173,8 +178,8 @@ func (m *metric) end(ok bool) {
 			}
 		}
 	}
-	rs.peak = max(rs.peak, len(rs.index))
-	if rs.peak > 4096 && len(rs.index) < rs.peak/4 {
+	rs.peak = max(rs.peak, rs.index.len())
+	if rs.peak > 4096 && rs.index.len() < rs.peak/4 {
 		rs.compact()
 	}
 }
@@ -182,19 +187,18 @@ func (m *metric) end(ok bool) {
 // compact rebuilds the cache maps after the BPF map shrank a lot: Go maps
 // do not give memory back as keys are deleted.
 func (rs *readState) compact() {
-	index := make(map[string]int32, len(rs.index))
-	entries := make([]keyEntry, 0, len(rs.index))
-	for k, i := range rs.index {
-		index[k] = int32(len(entries))
+	entries := make([]keyEntry, 0, rs.index.len())
+	index := rs.index.rebuilt(func(i int32) int32 {
 		entries = append(entries, rs.entries[i])
-	}
+		return int32(len(entries) - 1)
+	})
 	groups := make(map[string]*series, len(rs.groups))
 	for k, s := range rs.groups {
 		groups[k] = s
 	}
 	rs.index, rs.entries, rs.free, rs.groups = index, entries, nil, groups
 	rs.overflow = map[string]*series{}
-	rs.peak = len(index)
+	rs.peak = index.len()
 	rs.lastKeys, rs.curKeys, rs.lastIdx, rs.curIdx = nil, nil, nil, nil
 }
 
@@ -214,7 +218,7 @@ func (m *metric) series(key []byte) *series {
 		bytes.Equal(rs.lastKeys[j*kl:(j+1)*kl], lk) {
 		idx = rs.lastIdx[j]
 		rs.cursor = j + 1
-	} else if i, ok := rs.index[string(lk)]; ok {
+	} else if i, ok := rs.index.get(lk); ok {
 		idx = i
 		rs.cursor = int(rs.entries[i].pos) + 1
 	}
@@ -229,11 +233,11 @@ func (m *metric) series(key []byte) *series {
 		e.pos = pos
 		s = e.s
 	} else {
-		cache := len(rs.index) < rs.limit
+		cache := rs.index.len() < rs.limit
 		s = m.decode(lk, cache)
 		if cache {
 			idx = rs.newEntry(keyEntry{s: s, seen: rs.gen, pos: pos})
-			rs.index[string(lk)] = idx
+			rs.index.put(lk, idx)
 			rs.seen++
 		}
 	}

@@ -87,6 +87,8 @@ func benchKeys(b *testing.B) []int {
 //	go test -run '^$' -bench HTTPScrape -benchtime 5x -timeout 60m ./integration/
 //
 // KE_BENCH_KEYS=10000,100000 chooses the map sizes (default 10k, 100k, 1M);
+// KE_BENCH_PROFILE_DIR=<dir> saves our heap profile after each format;
+// KE_BENCH_STDERR=1 passes the exporters' output through;
 // tools/bench-http.sh builds both binaries and prints a table.
 func BenchmarkHTTPScrape(b *testing.B) {
 	clang := benchNeedTool(b, "clang-19")
@@ -99,7 +101,11 @@ func BenchmarkHTTPScrape(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Run("ours", func(b *testing.B) {
-				benchExporter(b, n, binary, "--config.dir="+dir, "--config.names=bigmap", "--programs=none")
+				args := []string{"--config.dir=" + dir, "--config.names=bigmap", "--programs=none"}
+				if os.Getenv("KE_BENCH_PROFILE_DIR") != "" {
+					args = append(args, "--web.enable-pprof")
+				}
+				benchExporter(b, n, binary, args...)
 			})
 			if ref == "" {
 				return
@@ -152,6 +158,7 @@ func benchExporter(b *testing.B, n int, bin string, args ...string) {
 			b.ReportMetric(ms(times[0]), "ms-min")
 			b.ReportMetric(float64(size), "body-B")
 			b.ReportMetric(float64(p.vmHWM(b))/1024, "VmHWM-MiB")
+			saveHeapProfile(b, client, p, fmt.Sprintf("heap-%d-%s.pb.gz", n, f.name))
 		})
 	}
 }
@@ -189,3 +196,29 @@ func scrape(client *http.Client, url string, f scrapeFormat) ([]byte, time.Durat
 
 // ms returns d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// saveHeapProfile writes the exporter's heap profile to name in
+// KE_BENCH_PROFILE_DIR, when that is set (ours runs with
+// --web.enable-pprof then; the reference has no profile and is skipped).
+func saveHeapProfile(b *testing.B, client *http.Client, p *benchProcess, name string) {
+	dir := os.Getenv("KE_BENCH_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	resp, err := client.Get(p.url + "/debug/pprof/heap")
+	if err != nil {
+		b.Logf("heap profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name), body, 0o644)
+	}
+	if err != nil {
+		b.Logf("heap profile: %v", err)
+	}
+}

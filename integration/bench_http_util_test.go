@@ -65,6 +65,10 @@ func startBenchProcess(b *testing.B, bin string, args ...string) *benchProcess {
 	p.cmd = exec.Command(bin, append(args, "--web.listen-address="+addr)...)
 	p.cmd.Stdout = p.logs
 	p.cmd.Stderr = p.logs
+	if os.Getenv("KE_BENCH_STDERR") != "" {
+		// The exporter's own output (with GODEBUG=gctrace=1, its GC trace).
+		p.cmd.Stderr = io.MultiWriter(p.logs, os.Stderr)
+	}
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
