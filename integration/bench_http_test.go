@@ -205,6 +205,13 @@ func saveHeapProfile(b *testing.B, client *http.Client, p *benchProcess, name st
 	if dir == "" {
 		return
 	}
+	if r, err := client.Get(p.url + "/debug/pprof/heap?debug=1"); err == nil {
+		// The text form ends with runtime.MemStats (HeapSys, NextGC...).
+		if t, err := io.ReadAll(r.Body); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, strings.TrimSuffix(name, ".pb.gz")+".txt"), t, 0o644)
+		}
+		r.Body.Close()
+	}
 	resp, err := client.Get(p.url + "/debug/pprof/heap")
 	if err != nil {
 		b.Logf("heap profile: %v", err)
