@@ -219,18 +219,11 @@ func appendFloat(dst []byte, f float64) []byte {
 // appendFloat, with ".0" added when the number has neither a fraction nor
 // an exponent.
 func appendOpenMetricsFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, "NaN"...)
-	case math.IsInf(f, +1):
-		return append(dst, "+Inf"...)
-	case math.IsInf(f, -1):
-		return append(dst, "-Inf"...)
-	case f > -1e6 && f < 1e6 && f == math.Trunc(f):
-		return append(strconv.AppendInt(dst, int64(f), 10), '.', '0')
-	}
 	n := len(dst)
-	dst = strconv.AppendFloat(dst, f, 'g', -1, 64)
+	dst = appendFloat(dst, f)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return dst
+	}
 	for _, c := range dst[n:] {
 		if c == 'e' || c == '.' {
 			return dst

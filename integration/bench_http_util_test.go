@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,26 +81,10 @@ func startBenchProcess(b *testing.B, bin string, args ...string) *benchProcess {
 			<-p.done
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(p.url + "/metrics")
-		if err == nil {
-			body, rerr := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if rerr == nil && resp.StatusCode == 200 && !stillLoading(string(body)) {
-				return p
-			}
-		}
-		select {
-		case err := <-p.done:
-			b.Fatalf("%s exited early: %v\n%s", bin, err, p.logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s did not serve within 60s\n%s", bin, p.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitServing(p.url, p.done, 60*time.Second); err != nil {
+		b.Fatalf("%s %v\n%s", bin, err, p.logs)
 	}
+	return p
 }
 
 // benchFreePort returns a TCP port on 127.0.0.1 that was free a moment ago.

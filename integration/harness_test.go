@@ -137,29 +137,10 @@ func startWrapped(t *testing.T, wrapper []string, args ...string) *Exporter {
 	go func() { e.done <- e.cmd.Wait() }()
 	t.Cleanup(func() { e.Stop() })
 	// Generous: under QEMU's software emulation start-up takes seconds.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(e.URL + "/metrics")
-		if err == nil {
-			body, rerr := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			// The port opens before configs load: serving means every
-			// load has ended too.
-			if rerr == nil && resp.StatusCode == 200 && !stillLoading(string(body)) {
-				return e
-			}
-		}
-		select {
-		case err := <-e.done:
-			e.done <- err
-			t.Fatalf("kernel_exporter exited early: %v\n%s", err, e.logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kernel_exporter did not serve within 60s\n%s", e.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitServing(e.URL, e.done, 60*time.Second); err != nil {
+		t.Fatalf("kernel_exporter %v\n%s", err, e.logs)
 	}
+	return e
 }
 
 // stillLoading reports whether a /metrics body shows a config whose load
@@ -325,5 +306,33 @@ func Eventually(t *testing.T, d time.Duration, cond func() bool, format string, 
 			t.Fatalf(format, args...)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitServing polls url/metrics until it answers 200 with no config still
+// loading (the port opens before configs load: serving means every load
+// has ended). It fails when the process exits first (done yields; the exit
+// is put back for the caller's cleanup) or after d.
+func waitServing(url string, done chan error, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := http.Get(url + "/metrics")
+		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if rerr == nil && resp.StatusCode == 200 && !stillLoading(string(body)) {
+				return nil
+			}
+		}
+		select {
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("did not serve within %v", d)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
