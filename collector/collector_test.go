@@ -31,6 +31,12 @@ func needBPF(t testing.TB) {
 // collector and the live maps by name.
 func fixture(t *testing.T, yaml string, specs ...*ebpf.MapSpec) (*Config, map[string]*ebpf.Map) {
 	t.Helper()
+	return fixtureWith(t, Limits{CacheSize: 100}, yaml, specs...)
+}
+
+// fixtureWith is fixture with the collector's limits.
+func fixtureWith(t *testing.T, lim Limits, yaml string, specs ...*ebpf.MapSpec) (*Config, map[string]*ebpf.Map) {
+	t.Helper()
 	needBPF(t)
 	cfg, err := config.Parse("test.yaml", []byte(yaml))
 	if err != nil {
@@ -51,7 +57,7 @@ func fixture(t *testing.T, yaml string, specs ...*ebpf.MapSpec) (*Config, map[st
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(plan, coll, Limits{CacheSize: 100})
+	c, err := New(plan, coll, lim)
 	if err != nil {
 		t.Fatal(err)
 	}

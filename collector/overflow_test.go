@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -81,5 +82,26 @@ func TestOverflowHistogram(t *testing.T) {
 	}
 	if count != 33 || !sawOverflow {
 		t.Errorf("count over the series %d (overflow series seen: %v), want 33", count, sawOverflow)
+	}
+}
+
+// TestDefaultMaxSeriesFlag checks that Limits.MaxSeries (the
+// --config.max-series flag) bounds a metric whose config sets no
+// max_series, and that a metric's own max_series wins over it.
+func TestDefaultMaxSeriesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int // series, the overflow series included
+	}{
+		{counterYAML, 3},
+		{strings.Replace(counterYAML, "      help: ops\n", "      help: ops\n      max_series: 4\n", 1), 5},
+	} {
+		c, maps := fixtureWith(t, Limits{MaxSeries: 2}, tc.yaml, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
+		for dev := uint32(0); dev < 6; dev++ {
+			put(t, maps["ops_total"], key(1, dev), 1)
+		}
+		if got := c.Read().Families[0].Len(); got != tc.want {
+			t.Errorf("%d series with --config.max-series=2, want %d", got, tc.want)
+		}
 	}
 }

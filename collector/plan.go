@@ -37,6 +37,8 @@ type MetricPlan struct {
 	MapName   string
 	Help      string
 	Histogram bool
+	// MaxSeries is the metric's max_series; 0 when the config sets none,
+	// and New applies Limits.MaxSeries (--config.max-series).
 	MaxSeries int
 
 	KeySize   int
@@ -77,7 +79,7 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		if err != nil {
 			return nil, err
 		}
-		mp.MaxSeries = config.MaxSeries(c.MaxSeries)
+		mp.MaxSeries = c.MaxSeries
 		p.Metrics = append(p.Metrics, mp)
 	}
 	for i := range cfg.Metrics.Histograms {
@@ -92,7 +94,7 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 			return nil, err
 		}
 		mp.Histogram = true
-		mp.MaxSeries = config.MaxSeries(h.MaxSeries)
+		mp.MaxSeries = h.MaxSeries
 		b := h.Labels[last]
 		off, err := p.labelsEnd(path, h.Labels[:last])
 		if err != nil {

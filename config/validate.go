@@ -364,11 +364,3 @@ func KeySize(labels []Label) int {
 	}
 	return n
 }
-
-// MaxSeries returns the series limit of a metric given its max_series value.
-func MaxSeries(v int) int {
-	if v == 0 {
-		return DefaultMaxSeries
-	}
-	return v
-}
