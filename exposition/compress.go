@@ -11,8 +11,8 @@ import (
 )
 
 // Encoders are pooled: a scrape takes one, resets it onto the response and
-// puts it back when the close func has flushed it (it is reset again, not
-// emptied, on its next use: a reset costs as much as a scrape's setup).
+// puts it back when the close func has flushed it, reset onto nothing, so
+// that the pool holds no response (nor what the response holds).
 var (
 	gzipPool = sync.Pool{New: func() any {
 		w, err := gzip.NewWriterLevel(nil, gzip.BestSpeed)
@@ -47,6 +47,7 @@ func Compress(w io.Writer, acceptEncoding string) (io.Writer, string, func() err
 		z.Reset(w)
 		return z, "zstd", onceClose(func() error {
 			err := z.Close()
+			z.Reset(nil) // keep no reference to the response in the pool
 			zstdPool.Put(z)
 			return err
 		})
@@ -55,6 +56,7 @@ func Compress(w io.Writer, acceptEncoding string) (io.Writer, string, func() err
 		g.Reset(w)
 		return g, "gzip", onceClose(func() error {
 			err := g.Close()
+			g.Reset(io.Discard) // keep no reference to the response in the pool
 			gzipPool.Put(g)
 			return err
 		})

@@ -53,6 +53,9 @@ func (b *broadcast) follow(w http.ResponseWriter) error {
 	defer func() {
 		b.mu.Lock()
 		b.followers--
+		if b.done && b.followers == 0 {
+			b.chunks = nil // the last reader is done: free the copy now
+		}
 		b.cond.Broadcast()
 		b.mu.Unlock()
 	}()
@@ -83,6 +86,9 @@ func (b *broadcast) finish(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.done, b.closed, b.err = true, true, err
+	if b.followers == 0 {
+		b.chunks = nil // nobody reads the copy: free it now
+	}
 	b.cond.Broadcast()
 }
 
