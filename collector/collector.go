@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -69,32 +70,23 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		names := make([]string, len(mp.Labels))
-		for i, l := range mp.Labels {
-			names[i] = l.Name
-		}
 		cache := int(m.MaxEntries())
 		if lim.CacheSize > 0 {
 			cache = min(cache, lim.CacheSize)
 		}
-		maxSeries := mp.MaxSeries
-		if maxSeries <= 0 {
-			maxSeries = lim.MaxSeries
-		}
-		if maxSeries <= 0 {
-			maxSeries = config.DefaultMaxSeries
-		}
-		desc := prometheus.NewDesc(mp.Name, mp.Help, names, nil)
-		c.metrics = append(c.metrics, &metric{
+		rs := newReadState(mp, cache, c.name)
+		met := &metric{
 			MetricPlan: mp,
-			desc:       desc,
+			desc:       prometheus.NewDesc(mp.Name, mp.Help, rs.names, nil),
 			reader:     r,
-			rs:         newReadState(mp, cache, c.name),
-			maxSeries:  maxSeries,
-		})
-		if mp.Histogram {
-			c.metrics[len(c.metrics)-1].native = nativeLayout(c.metrics[len(c.metrics)-1].rs.upper)
+			rs:         rs,
+			// max_series, else --config.max-series, else the default.
+			maxSeries: cmp.Or(mp.MaxSeries, lim.MaxSeries, config.DefaultMaxSeries),
 		}
+		if mp.Histogram {
+			met.native = nativeLayout(rs.upper)
+		}
+		c.metrics = append(c.metrics, met)
 	}
 	return c, nil
 }

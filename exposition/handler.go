@@ -115,18 +115,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 
 	setHeaders(w, format, enc)
-	err := h.encode(b.tee(w, func() {
+	forget := func() {
 		h.mu.Lock()
 		if h.flights[key] == b {
 			delete(h.flights, key)
 		}
 		h.mu.Unlock()
-	}), format, enc)
-	h.mu.Lock()
-	if h.flights[key] == b {
-		delete(h.flights, key)
 	}
-	h.mu.Unlock()
+	// The broadcast stops taking followers when the leader's copy gets too
+	// big (forget, called by the tee) or when it ends.
+	err := h.encode(b.tee(w, forget), format, enc)
+	forget()
 	b.finish(err)
 	if err != nil {
 		h.writeFailed(err)

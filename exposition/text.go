@@ -29,19 +29,9 @@ func writeLines(b *buffer, f *collector.Family, om bool) error {
 		return writeHistogramLines(b, f, om)
 	}
 	for i := 0; i < f.Len(); i++ {
-		b.buf = append(b.buf, f.Name...)
 		b.labels = appendLabels(b.labels[:0], f.LabelNames, f.LabelValues(i))
-		if len(b.labels) > 0 {
-			b.buf = append(b.buf, '{')
-			b.buf = append(b.buf, b.labels...)
-			b.buf = append(b.buf, '}')
-		}
-		b.buf = append(b.buf, ' ')
-		if om {
-			b.buf = appendOpenMetricsFloat(b.buf, f.Value(i))
-		} else {
-			b.buf = appendFloat(b.buf, f.Value(i))
-		}
+		b.sampleName(f.Name, "")
+		b.buf = appendValue(b.buf, f.Value(i), om)
 		b.buf = append(b.buf, '\n')
 		if err := b.check(); err != nil {
 			return err
@@ -84,11 +74,7 @@ func writeHistogramLines(b *buffer, f *collector.Family, om bool) error {
 	b.le, b.leEnd = b.le[:0], b.leEnd[:0]
 	for _, u := range f.Upper {
 		b.le = append(b.le, `le="`...)
-		if om {
-			b.le = appendOpenMetricsFloat(b.le, u)
-		} else {
-			b.le = appendFloat(b.le, u)
-		}
+		b.le = appendValue(b.le, u, om)
 		b.le = append(b.le, '"')
 		b.leEnd = append(b.leEnd, len(b.le))
 	}
@@ -110,11 +96,7 @@ func writeHistogramLines(b *buffer, f *collector.Family, om bool) error {
 		b.buf = append(b.buf, '\n')
 
 		b.sampleName(f.Name, "_sum")
-		if om {
-			b.buf = appendOpenMetricsFloat(b.buf, sum)
-		} else {
-			b.buf = appendFloat(b.buf, sum)
-		}
+		b.buf = appendValue(b.buf, sum, om)
 		b.buf = append(b.buf, '\n')
 		b.sampleName(f.Name, "_count")
 		b.buf = appendCount(b.buf, count, om)
@@ -187,6 +169,15 @@ func appendEscaped(dst []byte, s string, quote bool) []byte {
 		start = i + 1
 	}
 	return append(dst, s[start:]...)
+}
+
+// appendValue appends a sample value or bound as OpenMetrics (om) or the
+// text format writes it.
+func appendValue(dst []byte, f float64, om bool) []byte {
+	if om {
+		return appendOpenMetricsFloat(dst, f)
+	}
+	return appendFloat(dst, f)
 }
 
 // appendCount appends a bucket count or sample count: an integer in
