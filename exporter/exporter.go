@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
@@ -73,6 +74,8 @@ const MaxDecoderCache = 100000
 type Exporter struct {
 	Registry *prometheus.Registry
 	Status   *collector.Status
+	// Exceeded counts configs that went over a CPU or memory budget.
+	Exceeded *budget.Exceeded
 
 	opts   Options
 	log    *slog.Logger
@@ -100,12 +103,13 @@ func New(opts Options) *Exporter {
 	e := &Exporter{
 		Registry: prometheus.NewRegistry(),
 		Status:   &collector.Status{},
+		Exceeded: budget.NewExceeded(),
 		opts:     opts,
 		log:      log,
 		loaded:   make(chan struct{}),
 		claims:   map[string]string{},
 	}
-	e.Registry.MustRegister(e.Status)
+	e.Registry.MustRegister(e.Status, e.Exceeded)
 	for _, src := range opts.Sources {
 		st := &collector.State{Name: src.Name, Source: "bundled", Loading: true}
 		if src.Dir != "" {
