@@ -53,7 +53,10 @@ type Options struct {
 	// means DefaultLoadTimeout. A config still loading then is marked down
 	// with a reason naming the timeout.
 	LoadTimeout time.Duration
-	Logger      *slog.Logger
+	// MemoryBudget bounds the estimated kernel memory of all configs' maps
+	// together, in bytes (--bpf.memory-budget; 0: no budget).
+	MemoryBudget uint64
+	Logger       *slog.Logger
 }
 
 // DefaultLoadTimeout is the default of Options.LoadTimeout
@@ -76,6 +79,9 @@ type Exporter struct {
 	Status   *collector.Status
 	// Exceeded counts configs that went over a CPU or memory budget.
 	Exceeded *budget.Exceeded
+	// Memory is the memory budget's ledger: each config holds its maps'
+	// estimate from before they are created until its object is closed.
+	Memory *budget.Ledger
 
 	opts   Options
 	log    *slog.Logger
@@ -109,6 +115,7 @@ func New(opts Options) *Exporter {
 		loaded:   make(chan struct{}),
 		claims:   map[string]string{},
 	}
+	e.Memory = budget.NewLedger(opts.MemoryBudget, e.Exceeded)
 	e.Registry.MustRegister(e.Status, e.Exceeded)
 	for _, src := range opts.Sources {
 		st := &collector.State{Name: src.Name, Source: "bundled", Loading: true}
@@ -222,6 +229,7 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 		err = e.claim(res.Name, names, c)
 	}
 	if err != nil || late || e.closed {
+		e.Memory.Release(res.Name)
 		if obj != nil {
 			obj.Close()
 			for i := range res.Programs {
@@ -301,6 +309,15 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// The memory budget: refused here, the kernel allocates nothing. run
+	// releases the reservation when the load fails or its object closes.
+	need, err := budget.EstimateSpec(spec)
+	if err == nil {
+		err = e.Memory.Reserve(st.Name, need)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	obj, err := loader.Load(spec, cfg, lopts)
 	if obj != nil {
 		for _, p := range obj.Programs {
@@ -370,4 +387,5 @@ func (e *Exporter) Close() {
 		o.Close()
 	}
 	e.objects = nil
+	e.Memory.ReleaseAll()
 }

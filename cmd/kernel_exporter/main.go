@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
@@ -55,6 +56,7 @@ func run() int {
 		disable     = app.Flag("attach.disable", "Comma-separated attach kinds to treat as unsupported, so alternatives fall through: "+strings.Join(loader.AttachKinds, ", ")+".").String()
 		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric, at most the map's max_entries (only keys present in the map at the last scrape are kept); also bounds each decoder cache, up to 100000 entries.").Default("1048576").Int()
 		maxSeries   = app.Flag("config.max-series", "Series limit of every metric whose config sets no max_series; map entries beyond it are summed into one overflow series per metric (labels \""+collector.OverflowValue+"\").").Default(strconv.Itoa(config.DefaultMaxSeries)).Int()
+		memBudget   = app.Flag("bpf.memory-budget", "Kernel memory all configs' maps together may hold, estimated from their specs before they are created (as 256MiB, 1GiB); a config that would go over it is refused. 0 means no budget.").Default(budget.DefaultMemoryBudgetText).String()
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).Int()
@@ -105,6 +107,11 @@ func run() int {
 		log.Error("bad flags", "err", fmt.Sprintf("--config.max-series %d: must be 1 to %d", *maxSeries, config.MaxMaxSeries))
 		return 2
 	}
+	memBytes, err := budget.ParseMemoryBudget(*memBudget)
+	if err != nil {
+		log.Error("bad flags", "err", err)
+		return 2
+	}
 	if *bpfStats {
 		closer, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 		if err != nil {
@@ -114,7 +121,7 @@ func run() int {
 		}
 	}
 
-	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, Logger: log})
+	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Logger: log})
 	defer exp.Close()
 
 	// The first SIGINT or SIGTERM stops start-up or serving; a second one
