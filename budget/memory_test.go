@@ -73,8 +73,8 @@ func needMemUsage(t *testing.T) {
 	}
 }
 
-// fill puts n distinct keys into m (key i as a little-endian number in the
-// key's first bytes).
+// fill puts n distinct keys into m: key i as a little-endian number in the
+// key's first bytes, or for an LPM trie after a full-length prefix.
 func fill(t *testing.T, m *ebpf.Map, n int, cpus int) {
 	t.Helper()
 	key := make([]byte, m.KeySize())
@@ -87,8 +87,13 @@ func fill(t *testing.T, m *ebpf.Map, n int, cpus int) {
 		}
 		v = vals
 	}
+	at := 0
+	if m.Type() == ebpf.LPMTrie {
+		binary.LittleEndian.PutUint32(key, 8*(m.KeySize()-4))
+		at = 4
+	}
 	for i := range n {
-		binary.LittleEndian.PutUint32(key, uint32(i))
+		binary.LittleEndian.PutUint32(key[at:], uint32(i))
 		err := m.Put(key, v)
 		// bpf_mem_alloc refills its per-CPU caches from irq_work: a run
 		// of updates can find the cache empty for a moment.
@@ -138,6 +143,7 @@ func TestEstimateMatchesKernel(t *testing.T) {
 				for _, typ := range []ebpf.MapType{ebpf.Hash, ebpf.PerCPUHash} {
 					cases = append(cases, tc{spec: ebpf.MapSpec{Type: typ, KeySize: k, ValueSize: v, MaxEntries: n, Flags: bpfFNoPrealloc}, full: true})
 				}
+				cases = append(cases, tc{spec: ebpf.MapSpec{Type: ebpf.LPMTrie, KeySize: k + 4, ValueSize: v, MaxEntries: n, Flags: bpfFNoPrealloc}, full: true})
 			}
 		}
 	}
