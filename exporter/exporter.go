@@ -229,13 +229,13 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 		err = e.claim(res.Name, names, c)
 	}
 	if err != nil || late || e.closed {
-		e.Memory.Release(res.Name)
 		if obj != nil {
 			obj.Close()
 			for i := range res.Programs {
 				res.Programs[i].Attached = false
 			}
 		}
+		e.Memory.Release(res.Name)
 		if late || e.closed {
 			if late {
 				e.log.Warn("config load ended after its timeout: closed", "config", res.Name)
