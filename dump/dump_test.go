@@ -34,6 +34,18 @@ func TestParseFormat(t *testing.T) {
 	}
 }
 
+func TestParseFlags(t *testing.T) {
+	if f, err := ParseFlags(DefaultDuration, "json"); f != FormatJSON || err != nil {
+		t.Errorf("ParseFlags(10s, json) = %q, %v", f, err)
+	}
+	if _, err := ParseFlags(0, "json"); err == nil || !strings.HasPrefix(err.Error(), "--duration 0s") {
+		t.Errorf("ParseFlags(0, json) = %v, want a --duration error", err)
+	}
+	if _, err := ParseFlags(time.Second, "yaml"); err == nil || !strings.HasPrefix(err.Error(), `--format "yaml"`) {
+		t.Errorf("ParseFlags(1s, yaml) = %v, want a --format error", err)
+	}
+}
+
 func TestCheckDuration(t *testing.T) {
 	for _, d := range []time.Duration{time.Nanosecond, DefaultDuration, MaxDuration} {
 		if err := CheckDuration(d); err != nil {

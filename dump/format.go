@@ -41,3 +41,13 @@ func CheckDuration(d time.Duration) error {
 	}
 	return nil
 }
+
+// ParseFlags checks the dump command's flags, --duration (CheckDuration)
+// and --format (ParseFormat), and returns the format. The error names the
+// flag and the value.
+func ParseFlags(d time.Duration, format string) (Format, error) {
+	if err := CheckDuration(d); err != nil {
+		return "", err
+	}
+	return ParseFormat(format)
+}

@@ -68,7 +68,7 @@ func run() int {
 	logCfg := &promslog.Config{}
 	promslogflag.AddFlags(app, logCfg)
 	app.Command("serve", "Load the configs and serve their metrics over HTTP until SIGINT or SIGTERM (the default command).").Default()
-	dumpCmd := app.Command("dump", "Load the configs, wait --duration, print every metric once to stdout and exit, leaving no program attached. Takes the same flags as serve except --web.* and --config.check/--config.strict. Exit code: 0 when every config was up, 1 when one failed (named on stderr, and in kernel_exporter_config_up and kernel_exporter_config_error_info), 2 for bad flags.")
+	dumpCmd := app.Command("dump", "Load the configs, wait --duration, print every metric once to stdout and exit, leaving no program attached. Exit code 0 when every config was up, 1 when one failed (named on stderr), 2 for bad flags. Takes serve's flags except --web.*, --config.check and --config.strict.")
 	dumpDuration := dumpCmd.Flag("duration", fmt.Sprintf("Time to count events after every config has loaded, more than 0 and at most %v; SIGINT ends it early and still prints.", dump.MaxDuration)).Default(dump.DefaultDuration.String()).Duration()
 	dumpFormat := dumpCmd.Flag("format", "Output format: text (the Prometheus text exposition) or json (prom2json's format).").Default(string(dump.FormatText)).String()
 	app.Version(version.Print("kernel_exporter"))
@@ -83,9 +83,7 @@ func run() int {
 	dumping := command == dumpCmd.FullCommand()
 	dumpOpts := dump.Options{Duration: *dumpDuration, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log}
 	if dumping {
-		if dumpOpts.Format, err = dump.ParseFormat(*dumpFormat); err == nil {
-			err = dump.CheckDuration(*dumpDuration)
-		}
+		dumpOpts.Format, err = dump.ParseFlags(*dumpDuration, *dumpFormat)
 		if err == nil && (*check || *strict) {
 			err = errors.New("--config.check and --config.strict apply to serve, not dump (which exits 1 when a config fails)")
 		}
