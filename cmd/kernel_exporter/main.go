@@ -28,6 +28,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/dump"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
@@ -68,14 +69,31 @@ func run() int {
 	)
 	logCfg := &promslog.Config{}
 	promslogflag.AddFlags(app, logCfg)
+	app.Command("serve", "Load the configs and serve their metrics over HTTP until SIGINT or SIGTERM (the default command).").Default()
+	dumpCmd := app.Command("dump", "Load the configs, wait --duration, print every metric once to stdout and exit, leaving no program attached. Exit code 0 when every config was up, 1 when one failed (named on stderr), 2 for bad flags. Takes serve's flags except --web.*, --config.check and --config.strict.")
+	dumpDuration := dumpCmd.Flag("duration", fmt.Sprintf("Time to count events after every config has loaded, more than 0 and at most %v; SIGINT ends it early and still prints.", dump.MaxDuration)).Default(dump.DefaultDuration.String()).Duration()
+	dumpFormat := dumpCmd.Flag("format", "Output format: text (the Prometheus text exposition) or json (prom2json's format).").Default(string(dump.FormatText)).String()
 	app.Version(version.Print("kernel_exporter"))
 	app.HelpFlag.Short('h')
-	if _, err := app.Parse(os.Args[1:]); err != nil {
+	command, err := app.Parse(os.Args[1:])
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	log := promslog.New(logCfg)
 	slog.SetDefault(log)
+	dumping := command == dumpCmd.FullCommand()
+	dumpOpts := dump.Options{Duration: *dumpDuration, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log}
+	if dumping {
+		dumpOpts.Format, err = dump.ParseFlags(*dumpDuration, *dumpFormat)
+		if err == nil && (*check || *strict) {
+			err = errors.New("--config.check and --config.strict apply to serve, not dump (which exits 1 when a config fails)")
+		}
+		if err != nil {
+			log.Error("bad flags", "err", err)
+			return 2
+		}
+	}
 
 	sources, err := sources(*progList, *configDir, *configNames)
 	if err != nil {
@@ -138,6 +156,14 @@ func run() int {
 		log.Warn("second signal: exiting at once", "signal", sig.String())
 		os.Exit(1)
 	}()
+
+	if dumping {
+		exp.Registry.MustRegister(versioncollector.NewCollector("kernel_exporter"))
+		if !keepAllCaps {
+			dumpOpts.AfterLoad = func() { loader.DropAfterAttach(capsToKeep, log) }
+		}
+		return dump.Run(ctx, exp, dumpOpts)
+	}
 
 	if *check {
 		exp.Start(ctx)
