@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
+	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
 // ttlYAML is counterYAML with a ttl of 10s.
@@ -416,4 +419,52 @@ func parseConfig(t *testing.T, y string) *config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// TestTTLBundledDefaults pins the default ttl of the bundled programs
+// (docs/configuration.md gives them and why): metrics keyed by cgroup or by
+// a listening port that may be ephemeral have one, no other metric does.
+func TestTTLBundledDefaults(t *testing.T) {
+	want := map[string]time.Duration{
+		"kernel_oom_kills_total":                24 * time.Hour,
+		"kernel_accept_queue_wait_seconds":      time.Hour,
+		"kernel_tcp_syn_backlog":                time.Hour,
+		"kernel_tcp_syncookies_sent_total":      24 * time.Hour,
+		"kernel_tcp_syncookies_validated_total": 24 * time.Hour,
+	}
+	env := decoder.NewEnv(10)
+	seen := 0
+	for _, name := range programs.Names() {
+		y, err := fs.ReadFile(programs.FS, name+".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Parse("programs/"+name+".yaml", y)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		obj, err := fs.ReadFile(programs.FS, name+".bpf.o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(obj))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		plan, err := Compile(cfg, spec, env)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, mp := range plan.Metrics {
+			if mp.TTL != want[mp.Name] {
+				t.Errorf("%s: %s has ttl %v, want %v", name, mp.Name, mp.TTL, want[mp.Name])
+			}
+			if mp.TTL > 0 {
+				seen++
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d metrics with a ttl, want %d", seen, len(want))
+	}
 }
