@@ -187,6 +187,7 @@ func (x *expiry) eachCarried(gen uint64, add func(key []byte, v uint64)) {
 // of series that expired (exported series whose keys were all deleted).
 func (m *metric) expire() int {
 	x, gen := m.exp, m.rs.gen
+	defer x.compact()
 	if x.index.len() > x.seen {
 		x.index.sweep(func(i int32) bool {
 			if x.ents[i].seen == gen {
@@ -220,7 +221,7 @@ func (m *metric) expire() int {
 		if e.key == nil || x.now-e.since < x.ttl || (e.s != nil && e.s.busy == gen) {
 			continue
 		}
-		if x.delete(m, int32(i)) == deleted {
+		if x.delete(m, int32(i)) == delDone {
 			dels = append(dels, int32(i))
 		} else if e.s != nil {
 			e.s.busy = gen // carried or kept: the series stays
@@ -249,6 +250,27 @@ func (m *metric) expire() int {
 	return n
 }
 
+// compact rebuilds the state after the map shrank a lot (to under a
+// quarter of the slots, which are more than 4096): Go maps and slices do
+// not give memory back as keys are deleted.
+func (x *expiry) compact() {
+	if len(x.ents) <= 4096 || x.index.len() >= len(x.ents)/4 {
+		return
+	}
+	remap := make([]int32, len(x.ents))
+	ents := make([]idleKey, 0, x.index.len())
+	x.index = x.index.rebuilt(func(i int32) int32 {
+		ents = append(ents, x.ents[i])
+		remap[i] = int32(len(ents) - 1)
+		return remap[i]
+	})
+	for j, i := range x.carried {
+		x.carried[j] = remap[i]
+	}
+	x.ents, x.free = ents, nil
+	x.order, x.lastOrder = nil, nil // the next read finds keys by the index
+}
+
 // forget releases ents[i] and removes it from the index.
 func (x *expiry) forget(i int32) {
 	x.index.del(x.ents[i].key)
@@ -266,9 +288,9 @@ func (x *expiry) carry(i int32, v uint64) {
 type deleteResult uint8
 
 const (
-	kept    deleteResult = iota // not deleted (an error)
-	deleted                     // gone, with nothing added since the read
-	carried                     // deleted, but it had moved: its value is carried
+	delKept    deleteResult = iota // not deleted (an error)
+	delDone                        // gone, with nothing added since the read
+	delCarried                     // deleted, but it had moved: its value is carried
 )
 
 // delete removes the key of ents[i] from the map. See the comment at the
@@ -289,13 +311,13 @@ func (x *expiry) delete(m *metric, i int32) deleteResult {
 			x.warned = true
 			slog.Warn("cannot delete an idle map key (ttl): keeping it", "config", m.rs.config, "metric", m.Name, "err", err)
 		}
-		return kept
+		return delKept
 	}
 	if total := v + e.carry; total != e.last && err == nil {
 		x.carry(i, total)
-		return carried
+		return delCarried
 	}
-	return deleted
+	return delDone
 }
 
 // lookupAndDelete deletes key from the map and returns the value it held,
@@ -310,7 +332,7 @@ func (x *expiry) lookupAndDelete(key []byte) (uint64, error) {
 	if !x.noLookupDelete {
 		err := x.m.LookupAndDelete(key, out)
 		if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, unix.EINVAL) {
-			return sum(vals), err
+			return sumCPU(vals), err
 		}
 		x.noLookupDelete = true
 	}
@@ -320,10 +342,10 @@ func (x *expiry) lookupAndDelete(key []byte) (uint64, error) {
 	if err := x.m.Delete(key); err != nil {
 		return 0, err
 	}
-	return sum(vals), nil
+	return sumCPU(vals), nil
 }
 
-func sum(vals []uint64) uint64 {
+func sumCPU(vals []uint64) uint64 {
 	var v uint64
 	for _, x := range vals {
 		v += x

@@ -21,7 +21,7 @@ func BenchmarkCollectTTL(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			benchNeedRoot(b)
-			c := counterFixtureTTL(b, n, ttl)
+			c := ttlCounterFixture(b, n, ttl)
 			benchCollect(b, c, n, b.Name(), false)
 		})
 	}
@@ -38,8 +38,8 @@ func BenchmarkCollectTTL(b *testing.B) {
 		var total time.Duration
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			c := counterFixtureTTL(b, n, "1h")
-			at := fakeClock(c)
+			c := ttlCounterFixture(b, n, "1h")
+			at := ttlClock(c)
 			c.Read()
 			at(time.Hour)
 			b.StartTimer()
@@ -56,8 +56,8 @@ func BenchmarkCollectTTL(b *testing.B) {
 	})
 }
 
-// counterFixtureTTL is counterFixture with a ttl ("" for none).
-func counterFixtureTTL(b *testing.B, n int, ttl string) *Config {
+// ttlCounterFixture is counterFixture with a ttl ("" for none).
+func ttlCounterFixture(b *testing.B, n int, ttl string) *Config {
 	addrs := kernelFuncAddrs(b)
 	keys := make([]counterKey, n)
 	values := make([]uint64, n)

@@ -19,16 +19,16 @@ import (
 // ttlYAML is counterYAML with a ttl of 10s.
 var ttlYAML = strings.Replace(counterYAML, "      help: ops\n", "      help: ops\n      ttl: 10s\n", 1)
 
-// fakeClock makes c's reads happen at the times set with the returned
+// ttlClock makes c's reads happen at the times set with the returned
 // function (time since c's base).
-func fakeClock(c *Config) func(time.Duration) {
+func ttlClock(c *Config) func(time.Duration) {
 	var at time.Duration
 	c.clock = func() time.Time { return c.base.Add(at) }
 	return func(d time.Duration) { at = d }
 }
 
-// setValue sets key k to v, on CPU 0 for a per-CPU map.
-func setValue(t *testing.T, m *ebpf.Map, k []byte, v uint64) {
+// ttlSet sets key k to v, on CPU 0 for a per-CPU map.
+func ttlSet(t *testing.T, m *ebpf.Map, k []byte, v uint64) {
 	t.Helper()
 	var val any = u64(v)
 	if m.Type() == ebpf.PerCPUHash || m.Type() == ebpf.LRUCPUHash {
@@ -45,8 +45,8 @@ func setValue(t *testing.T, m *ebpf.Map, k []byte, v uint64) {
 	}
 }
 
-// inMap reports whether key k is in m.
-func inMap(t *testing.T, m *ebpf.Map, k []byte) bool {
+// ttlInMap reports whether key k is in m.
+func ttlInMap(t *testing.T, m *ebpf.Map, k []byte) bool {
 	t.Helper()
 	b, err := m.LookupBytes(k)
 	if err != nil {
@@ -55,9 +55,9 @@ func inMap(t *testing.T, m *ebpf.Map, k []byte) bool {
 	return b != nil
 }
 
-// seriesOf returns the series of the first family of a read, as
+// ttlSeries returns the series of the first family of a read, as
 // "label=value,..." → value.
-func seriesOf(s *Snapshot) map[string]float64 {
+func ttlSeries(s *Snapshot) map[string]float64 {
 	f := s.Families[0]
 	out := map[string]float64{}
 	for i := 0; i < f.Len(); i++ {
@@ -70,7 +70,7 @@ func seriesOf(s *Snapshot) map[string]float64 {
 	return out
 }
 
-func wantCounters(t *testing.T, when string, got, want map[string]float64) {
+func ttlWant(t *testing.T, when string, got, want map[string]float64) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: series %v, want %v", when, got, want)
@@ -91,49 +91,49 @@ func TestTTLExpiresIdleKeys(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			c, maps := fixture(t, ttlYAML, &ebpf.MapSpec{Name: "ops_total", Type: typ, KeySize: 8, ValueSize: 8, MaxEntries: 64})
 			m := maps["ops_total"]
-			at := fakeClock(c)
-			setValue(t, m, key(1, 1), 5)
-			setValue(t, m, key(2, 2), 7)
-			wantCounters(t, "t=0", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 5, "op=write,dev=2": 7})
+			at := ttlClock(c)
+			ttlSet(t, m, key(1, 1), 5)
+			ttlSet(t, m, key(2, 2), 7)
+			ttlWant(t, "t=0", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 5, "op=write,dev=2": 7})
 			at(5 * time.Second)
-			setValue(t, m, key(1, 1), 6)
-			wantCounters(t, "t=5s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 6, "op=write,dev=2": 7})
+			ttlSet(t, m, key(1, 1), 6)
+			ttlWant(t, "t=5s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 6, "op=write,dev=2": 7})
 			at(9*time.Second + 999*time.Millisecond)
 			c.Read()
-			if !inMap(t, m, key(2, 2)) || c.metrics[0].expired.Load() != 0 {
+			if !ttlInMap(t, m, key(2, 2)) || c.metrics[0].expired.Load() != 0 {
 				t.Fatal("key deleted before its ttl")
 			}
 			at(10 * time.Second)
 			// This read finds dev 2 idle for 10s: it serves it, then
 			// deletes it.
-			wantCounters(t, "t=10s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 6, "op=write,dev=2": 7})
-			if inMap(t, m, key(2, 2)) || !inMap(t, m, key(1, 1)) {
+			ttlWant(t, "t=10s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 6, "op=write,dev=2": 7})
+			if ttlInMap(t, m, key(2, 2)) || !ttlInMap(t, m, key(1, 1)) {
 				t.Fatal("t=10s: want dev 2 deleted from the map, dev 1 kept")
 			}
 			if n := c.metrics[0].expired.Load(); n != 1 {
 				t.Fatalf("expired = %d, want 1", n)
 			}
 			at(11 * time.Second)
-			wantCounters(t, "t=11s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 6})
+			ttlWant(t, "t=11s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 6})
 			at(15 * time.Second)
 			c.Read()
 			at(16 * time.Second)
-			wantCounters(t, "t=16s", seriesOf(c.Read()), map[string]float64{})
-			if n := c.metrics[0].expired.Load(); n != 2 || inMap(t, m, key(1, 1)) {
+			ttlWant(t, "t=16s", ttlSeries(c.Read()), map[string]float64{})
+			if n := c.metrics[0].expired.Load(); n != 2 || ttlInMap(t, m, key(1, 1)) {
 				t.Fatalf("expired = %d, want 2, and dev 1 deleted", n)
 			}
 			// A key created again is a new series, from its new value.
-			setValue(t, m, key(2, 2), 1)
-			wantCounters(t, "t=16s again", seriesOf(c.Read()), map[string]float64{"op=write,dev=2": 1})
-			if got := selfValue(t, c, "kernel_exporter_series_expired_total"); got != 2 {
+			ttlSet(t, m, key(2, 2), 1)
+			ttlWant(t, "t=16s again", ttlSeries(c.Read()), map[string]float64{"op=write,dev=2": 1})
+			if got := ttlSelf(t, c, "kernel_exporter_series_expired_total"); got != 2 {
 				t.Errorf("kernel_exporter_series_expired_total = %v, want 2", got)
 			}
 		})
 	}
 }
 
-// selfValue returns the value of a self-metric of c (one series).
-func selfValue(t *testing.T, c *Config, name string) float64 {
+// ttlSelf returns the value of a self-metric of c (one series).
+func ttlSelf(t *testing.T, c *Config, name string) float64 {
 	t.Helper()
 	st := &Status{}
 	st.Add(&State{Name: c.name, Up: true, Collector: c})
@@ -162,18 +162,18 @@ func selfValue(t *testing.T, c *Config, name string) float64 {
 // series_expired_total series, and its idle keys stay.
 func TestTTLNoTTL(t *testing.T) {
 	c, maps := fixture(t, counterYAML, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
-	at := fakeClock(c)
-	setValue(t, maps["ops_total"], key(1, 1), 5)
+	at := ttlClock(c)
+	ttlSet(t, maps["ops_total"], key(1, 1), 5)
 	c.Read()
 	at(1000 * time.Hour)
 	c.Read()
-	if c.metrics[0].exp != nil || !inMap(t, maps["ops_total"], key(1, 1)) {
+	if c.metrics[0].exp != nil || !ttlInMap(t, maps["ops_total"], key(1, 1)) {
 		t.Error("a metric without ttl expired a key")
 	}
 	if c.ExpiryInterval() != 0 {
 		t.Errorf("expiry interval %v, want 0", c.ExpiryInterval())
 	}
-	if got := selfValue(t, c, "kernel_exporter_series_expired_total"); got != -1 {
+	if got := ttlSelf(t, c, "kernel_exporter_series_expired_total"); got != -1 {
 		t.Errorf("kernel_exporter_series_expired_total served without ttl: %v", got)
 	}
 }
@@ -195,36 +195,36 @@ func TestTTLCarry(t *testing.T) {
 			m := maps["ops_total"]
 			x := c.metrics[0].exp
 			x.noLookupDelete = noLAD
-			at := fakeClock(c)
-			setValue(t, m, key(1, 1), 5)
+			at := ttlClock(c)
+			ttlSet(t, m, key(1, 1), 5)
 			c.Read()
 			// Just before the deletion, the "program" adds 3.
-			x.beforeDelete = func(k []byte) { setValue(t, m, k, 8) }
+			x.beforeDelete = func(k []byte) { ttlSet(t, m, k, 8) }
 			at(10 * time.Second)
-			wantCounters(t, "t=10s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 5})
+			ttlWant(t, "t=10s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 5})
 			x.beforeDelete = nil
-			if inMap(t, m, key(1, 1)) {
+			if ttlInMap(t, m, key(1, 1)) {
 				t.Fatal("key not deleted")
 			}
 			if n := c.metrics[0].expired.Load(); n != 0 {
 				t.Fatalf("expired = %d, want 0: the key moved", n)
 			}
 			at(11 * time.Second)
-			wantCounters(t, "t=11s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 8})
+			ttlWant(t, "t=11s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 8})
 			// The program creates the key again and adds 2.
-			setValue(t, m, key(1, 1), 2)
+			ttlSet(t, m, key(1, 1), 2)
 			at(12 * time.Second)
-			wantCounters(t, "t=12s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 10})
+			ttlWant(t, "t=12s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 10})
 			at(21 * time.Second)
-			wantCounters(t, "t=21s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 10})
+			ttlWant(t, "t=21s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 10})
 			if x.noLookupDelete != noLAD {
 				t.Errorf("fell back to lookup then delete on this kernel")
 			}
 			at(22 * time.Second)
 			c.Read() // idle since 12s: deleted, carry dropped
 			at(23 * time.Second)
-			wantCounters(t, "t=23s", seriesOf(c.Read()), map[string]float64{})
-			if n := c.metrics[0].expired.Load(); n != 1 || inMap(t, m, key(1, 1)) || len(x.carried) != 0 || x.index.len() != 0 {
+			ttlWant(t, "t=23s", ttlSeries(c.Read()), map[string]float64{})
+			if n := c.metrics[0].expired.Load(); n != 1 || ttlInMap(t, m, key(1, 1)) || len(x.carried) != 0 || x.index.len() != 0 {
 				t.Fatalf("expired = %d, carried %d, tracked %d; want 1, 0, 0 and the key deleted", n, len(x.carried), x.index.len())
 			}
 		})
@@ -239,38 +239,38 @@ func TestTTLSeriesWaitsForAllKeys(t *testing.T) {
 	c, maps := fixture(t, ttlYAML, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
 	m := maps["ops_total"]
 	x := c.metrics[0].exp
-	at := fakeClock(c)
-	setValue(t, m, key(1, 1), 5)
-	setValue(t, m, key(3, 1), 4)
+	at := ttlClock(c)
+	ttlSet(t, m, key(1, 1), 5)
+	ttlSet(t, m, key(3, 1), 4)
 	c.Read()
 	at(5 * time.Second)
-	setValue(t, m, key(3, 1), 6)
+	ttlSet(t, m, key(3, 1), 6)
 	c.Read()
 	at(10 * time.Second)
 	c.Read()
-	if !inMap(t, m, key(1, 1)) || !inMap(t, m, key(3, 1)) {
+	if !ttlInMap(t, m, key(1, 1)) || !ttlInMap(t, m, key(3, 1)) {
 		t.Fatal("an idle key of a busy series was deleted")
 	}
 	// At 15s both are idle; op 3 moves just before its deletion.
 	x.beforeDelete = func(k []byte) {
 		if string(k) == string(key(3, 1)) {
-			setValue(t, m, k, 9)
+			ttlSet(t, m, k, 9)
 		}
 	}
 	at(15 * time.Second)
-	wantCounters(t, "t=15s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 11})
+	ttlWant(t, "t=15s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 11})
 	x.beforeDelete = nil
 	// op 1 is deleted and carried, or kept when op 3 came first (its
 	// series then turned busy): either way the series keeps its total.
-	if inMap(t, m, key(3, 1)) || c.metrics[0].expired.Load() != 0 {
+	if ttlInMap(t, m, key(3, 1)) || c.metrics[0].expired.Load() != 0 {
 		t.Fatal("want op 3 deleted from the map, and no series expired")
 	}
 	at(16 * time.Second)
-	wantCounters(t, "t=16s", seriesOf(c.Read()), map[string]float64{"op=read,dev=1": 14})
+	ttlWant(t, "t=16s", ttlSeries(c.Read()), map[string]float64{"op=read,dev=1": 14})
 	at(26 * time.Second)
 	c.Read()
 	at(27 * time.Second)
-	wantCounters(t, "t=27s", seriesOf(c.Read()), map[string]float64{})
+	ttlWant(t, "t=27s", ttlSeries(c.Read()), map[string]float64{})
 	if n := c.metrics[0].expired.Load(); n != 1 {
 		t.Fatalf("expired = %d, want 1 (one series of two keys)", n)
 	}
@@ -283,22 +283,22 @@ func TestTTLHistogram(t *testing.T) {
 	y := histYAML("linear", "      bucket_max: 3\n      ttl: 4s\n")
 	c, maps := fixture(t, y, &ebpf.MapSpec{Name: "lat_seconds", Type: ebpf.PerCPUHash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
 	m := maps["lat_seconds"]
-	at := fakeClock(c)
-	setValue(t, m, key(7, 1), 2)
-	setValue(t, m, key(7, 3), 1)
-	setValue(t, m, key(7, 4), 30) // sum slot
+	at := ttlClock(c)
+	ttlSet(t, m, key(7, 1), 2)
+	ttlSet(t, m, key(7, 3), 1)
+	ttlSet(t, m, key(7, 4), 30) // sum slot
 	c.Read()
 	for s := 1; s <= 6; s++ {
 		at(time.Duration(s) * time.Second)
-		setValue(t, m, key(7, 1), uint64(2+s))
-		setValue(t, m, key(7, 4), uint64(30+s))
+		ttlSet(t, m, key(7, 1), uint64(2+s))
+		ttlSet(t, m, key(7, 4), uint64(30+s))
 		f := c.Read().Families[0]
 		cum, count, _ := f.Histogram(0)
 		if f.Len() != 1 || count != uint64(3+s) || cum[3] != uint64(3+s) || cum[1] != uint64(2+s) {
 			t.Fatalf("t=%ds: %d series, count %d, buckets %v", s, f.Len(), count, cum)
 		}
 	}
-	if !inMap(t, m, key(7, 3)) {
+	if !ttlInMap(t, m, key(7, 3)) {
 		t.Fatal("the idle bucket of a busy histogram was deleted")
 	}
 	at(10 * time.Second)
@@ -308,7 +308,7 @@ func TestTTLHistogram(t *testing.T) {
 		t.Fatalf("%d series after all buckets idle for ttl", f.Len())
 	}
 	for _, k := range [][]byte{key(7, 1), key(7, 3), key(7, 4)} {
-		if inMap(t, m, k) {
+		if ttlInMap(t, m, k) {
 			t.Errorf("bucket key %v still in the map", k)
 		}
 	}
@@ -322,12 +322,12 @@ func TestTTLHistogram(t *testing.T) {
 func TestTTLSkippedKeys(t *testing.T) {
 	c, maps := fixture(t, ttlYAML, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
 	m := maps["ops_total"]
-	at := fakeClock(c)
-	setValue(t, m, key(9, 1), 5) // op 9: no static_map entry, a decoder error
+	at := ttlClock(c)
+	ttlSet(t, m, key(9, 1), 5) // op 9: no static_map entry, a decoder error
 	c.Read()
 	at(10 * time.Second)
 	c.Read()
-	if inMap(t, m, key(9, 1)) || c.metrics[0].expired.Load() != 0 {
+	if ttlInMap(t, m, key(9, 1)) || c.metrics[0].expired.Load() != 0 {
 		t.Fatal("want the failed key deleted and no series counted")
 	}
 }
@@ -337,7 +337,7 @@ func TestTTLSkippedKeys(t *testing.T) {
 func TestTTLCompileRefusesArrays(t *testing.T) {
 	needBPF(t)
 	for _, typ := range []ebpf.MapType{ebpf.Array, ebpf.PerCPUArray} {
-		cfg := parseConfig(t, ttlYAML)
+		cfg := ttlParse(t, ttlYAML)
 		cs := &ebpf.CollectionSpec{Maps: map[string]*ebpf.MapSpec{"ops_total": {Name: "ops_total", Type: typ, KeySize: 8, ValueSize: 8, MaxEntries: 4}}}
 		_, err := Compile(cfg, cs, decoder.NewEnv(10))
 		want := `test.yaml:5: metrics.counters[0].ttl: metric "ops_total": map "ops_total" is a ` + mapTypeName(typ) +
@@ -368,10 +368,10 @@ func TestTTLBackground(t *testing.T) {
 	y := strings.Replace(ttlYAML, "ttl: 10s", "ttl: 1s", 1)
 	c, maps := fixture(t, y, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 4})
 	m := maps["ops_total"]
-	setValue(t, m, key(1, 1), 5)
+	ttlSet(t, m, key(1, 1), 5)
 	stop := c.StartExpiry()
 	deadline := time.Now().Add(10 * time.Second)
-	for inMap(t, m, key(1, 1)) {
+	for ttlInMap(t, m, key(1, 1)) {
 		if time.Now().After(deadline) {
 			stop()
 			t.Fatal("idle key not deleted by background reads within 10s")
@@ -412,7 +412,7 @@ func TestTTLLookupAndDeleteSupported(t *testing.T) {
 	}
 }
 
-func parseConfig(t *testing.T, y string) *config.Config {
+func ttlParse(t *testing.T, y string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(y))
 	if err != nil {
@@ -466,5 +466,38 @@ func TestTTLBundledDefaults(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("%d metrics with a ttl, want %d", seen, len(want))
+	}
+}
+
+// TestTTLCompact: after most of a large map expired, the tracking state
+// is rebuilt small, and a carried key keeps its carry across the rebuild.
+func TestTTLCompact(t *testing.T) {
+	const n = 5000
+	c, maps := fixture(t, ttlYAML, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: n})
+	m := maps["ops_total"]
+	x := c.metrics[0].exp
+	at := ttlClock(c)
+	for dev := uint32(0); dev < n; dev++ {
+		ttlSet(t, m, key(2, dev), 1)
+	}
+	c.Read()
+	at(5 * time.Second)
+	ttlSet(t, m, key(2, 0), 2) // dev 0 stays
+	c.Read()
+	x.beforeDelete = func(k []byte) {
+		if string(k) == string(key(2, 1)) {
+			ttlSet(t, m, k, 4) // dev 1 moves at the last moment: carried
+		}
+	}
+	at(10 * time.Second)
+	c.Read()
+	x.beforeDelete = nil
+	if len(x.ents) != 2 || x.index.len() != 2 || len(x.carried) != 1 {
+		t.Fatalf("after expiry: %d slots, %d keys, %d carried; want 2, 2, 1", len(x.ents), x.index.len(), len(x.carried))
+	}
+	at(11 * time.Second)
+	ttlWant(t, "t=11s", ttlSeries(c.Read()), map[string]float64{"op=write,dev=0": 2, "op=write,dev=1": 4})
+	if n := c.metrics[0].expired.Load(); n != 4998 {
+		t.Errorf("expired = %d, want 4998", n)
 	}
 }
