@@ -24,6 +24,12 @@ type Config struct {
 
 	lastDuration atomic.Int64 // ns, last completed read
 	lastEntries  atomic.Int64
+	lastStart    atomic.Int64 // Unix ns when the last read began
+
+	// base and clock time the reads for expiry (clock: a variable for
+	// tests); reads are timed as clock() - base.
+	base  time.Time
+	clock func() time.Time
 }
 
 type flight struct {
@@ -44,6 +50,10 @@ type metric struct {
 	limitHit   atomic.Bool
 	warned     bool // the overflow WARN was logged; touched by reads only
 	native     *NativeLayout
+	// exp tracks idle keys when the metric has a ttl (else nil), and
+	// expired counts the series it expired.
+	exp     *expiry
+	expired atomic.Uint64
 }
 
 // Limits bound what a Config keeps and exports.
@@ -60,7 +70,7 @@ type Limits struct {
 // New binds a plan to a loaded collection.
 func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 	plan.Bind(coll)
-	c := &Config{name: LabelValue(plan.Config.Name)}
+	c := &Config{name: LabelValue(plan.Config.Name), base: time.Now(), clock: time.Now}
 	for _, mp := range plan.Metrics {
 		m := coll.Maps[mp.MapName]
 		if m == nil {
@@ -85,6 +95,9 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		}
 		if mp.Histogram {
 			met.native = nativeLayout(rs.upper)
+		}
+		if mp.TTL > 0 {
+			met.exp = newExpiry(mp.TTL, r)
 		}
 		c.metrics = append(c.metrics, met)
 	}
@@ -130,10 +143,15 @@ func (c *Config) Read() *Snapshot {
 // read builds every family of the config from its map.
 func (c *Config) read() *Snapshot {
 	start := time.Now()
+	c.lastStart.Store(start.UnixNano())
+	now := c.clock().Sub(c.base)
 	snap := &Snapshot{Config: c.name, Families: make([]*Family, 0, len(c.metrics))}
 	entries := 0
 	for _, m := range c.metrics {
 		f := &Family{Name: m.Name, Help: m.Help, Kind: KindCounter, LabelNames: m.rs.names}
+		if m.exp != nil {
+			m.exp.begin(now)
+		}
 		var n int
 		if m.Histogram {
 			f.Kind, f.Upper, f.Native = KindHistogram, m.rs.upper, m.native
@@ -151,7 +169,7 @@ func (c *Config) read() *Snapshot {
 
 func (m *metric) readCounter(f *Family) int {
 	m.begin()
-	n, err := m.reader.each(func(key []byte, v uint64) {
+	n, err := m.each(func(key []byte, v uint64) {
 		if s := m.series(key); s != nil {
 			s.value += v
 		}
@@ -166,9 +184,29 @@ func (m *metric) readCounter(f *Family) int {
 	return n
 }
 
+// each reads every entry of the map into add. With a ttl, the entry's
+// value includes its carry, its idle state is updated, and carried keys
+// gone from the map are added too (see expire.go).
+func (m *metric) each(add func(key []byte, v uint64)) (int, error) {
+	x := m.exp
+	if x == nil {
+		return m.reader.each(add)
+	}
+	see := func(key []byte, v uint64) {
+		e, v := x.see(key, v, m.rs.gen)
+		add(key, v)
+		e.s = m.rs.keySeries
+	}
+	n, err := m.reader.each(see)
+	if err == nil {
+		x.eachCarried(m.rs.gen, see)
+	}
+	return n, err
+}
+
 func (m *metric) readHistogram(f *Family) int {
 	m.begin()
-	n, err := m.reader.each(func(key []byte, v uint64) {
+	n, err := m.each(func(key []byte, v uint64) {
 		s := m.series(key)
 		if s == nil {
 			return
@@ -192,6 +230,17 @@ func (m *metric) readHistogram(f *Family) int {
 	m.emitHistograms(f)
 	m.end(true)
 	return n
+}
+
+// end finishes a read: that of the decode cache (see series.go) and, after
+// a complete read (ok) of a metric with a ttl, expiry.
+func (m *metric) end(ok bool) {
+	m.endCache(ok)
+	if ok && m.exp != nil {
+		if n := m.expire(); n > 0 {
+			m.expired.Add(uint64(n))
+		}
+	}
 }
 
 // noteOverflow records the entries that the read added to the overflow

@@ -51,6 +51,14 @@ func (x *keyIndex) put(k []byte, i int32) {
 	x.s[string(k)] = i
 }
 
+func (x *keyIndex) del(k []byte) {
+	if x.small {
+		delete(x.u, small64(k))
+		return
+	}
+	delete(x.s, string(k))
+}
+
 // sweep deletes the keys whose entry drop reports true.
 func (x *keyIndex) sweep(drop func(int32) bool) {
 	if x.small {

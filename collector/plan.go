@@ -6,7 +6,11 @@
 // scrape: read every map (batch lookups, reused buffers), decode each key into
 // label values through a bounded per-metric LRU cache, sum keys that decode to
 // the same label set, and emit const metrics. Concurrent scrapes of one config
-// share a single read in flight.
+// share a single read in flight. A metric with a ttl also tracks how long
+// each key has been idle, and at the end of a complete read deletes from
+// the map the keys of series idle for ttl (expire.go); Config.StartExpiry
+// reads such a config in the background so that keys expire without
+// scrapes.
 package collector
 
 import (
@@ -15,6 +19,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/kernel-exporter/kernel_exporter/config"
@@ -40,6 +45,9 @@ type MetricPlan struct {
 	// MaxSeries is the metric's max_series; 0 when the config sets none,
 	// and New applies Limits.MaxSeries (--config.max-series).
 	MaxSeries int
+	// TTL is the metric's ttl: keys idle this long are deleted from the
+	// map (see expire.go); 0 when the config sets none.
+	TTL time.Duration
 
 	KeySize   int
 	ValueSize int // bytes per value (per CPU for per-CPU maps)
@@ -80,6 +88,9 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 			return nil, err
 		}
 		mp.MaxSeries = c.MaxSeries
+		if mp.TTL, err = p.compileTTL(path, c.Name, c.TTL); err != nil {
+			return nil, err
+		}
 		p.Metrics = append(p.Metrics, mp)
 	}
 	for i := range cfg.Metrics.Histograms {
@@ -95,6 +106,9 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		}
 		mp.Histogram = true
 		mp.MaxSeries = h.MaxSeries
+		if mp.TTL, err = p.compileTTL(path, h.Name, h.TTL); err != nil {
+			return nil, err
+		}
 		b := h.Labels[last]
 		off, err := p.labelsEnd(path, h.Labels[:last])
 		if err != nil {
@@ -246,6 +260,41 @@ func isPerCPU(t ebpf.MapType) bool {
 		return true
 	}
 	return false
+}
+
+// compileTTL checks the ttl of the metric of map name at path: in range
+// (config.ParseTTL), and only on maps whose entries can be deleted (the
+// hash family; an array's entries always exist).
+func (p *Plan) compileTTL(path, name string, ttl config.TTL) (time.Duration, error) {
+	d, err := p.Config.ParseTTL(path, name, ttl)
+	if err != nil || d == 0 {
+		return d, err
+	}
+	if t := p.spec.Maps[name].Type; !deletable(t) {
+		return 0, p.Config.Errorf(path+".ttl", "metric %s: map %s is a %s map, whose entries cannot be deleted: ttl needs a hash, percpu_hash, lru_hash or lru_percpu_hash map", config.Quote(name), config.Quote(name), mapTypeName(t))
+	}
+	return d, nil
+}
+
+// deletable reports whether a map type's entries can be deleted.
+func deletable(t ebpf.MapType) bool {
+	switch t {
+	case ebpf.Hash, ebpf.PerCPUHash, ebpf.LRUHash, ebpf.LRUCPUHash:
+		return true
+	}
+	return false
+}
+
+// mapTypeName is the name of a readable map type as in BPF_MAP_TYPE_*,
+// lower case.
+func mapTypeName(t ebpf.MapType) string {
+	switch t {
+	case ebpf.Array:
+		return "array"
+	case ebpf.PerCPUArray:
+		return "percpu_array"
+	}
+	return t.String()
 }
 
 func readable(t ebpf.MapType) bool {

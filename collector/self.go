@@ -20,6 +20,8 @@ var (
 		"Map keys dropped because a decoder failed on them, by the decoder that failed.", []string{"config", "metric", "decoder"}, nil)
 	seriesOverflowDesc = prometheus.NewDesc(selfNamespace+"_series_overflow_entries_total",
 		"Map entries whose series was over the metric's max_series, added to its overflow series (every label "+OverflowValue+"), summed over reads.", []string{"config", "metric"}, nil)
+	seriesExpiredDesc = prometheus.NewDesc(selfNamespace+"_series_expired_total",
+		"Series (label sets) whose map keys were all idle for the metric's ttl and were deleted from the map; only metrics with a ttl have it.", []string{"config", "metric"}, nil)
 )
 
 // collectSelf sends the config's scrape self-metrics. Decoder errors have
@@ -37,6 +39,10 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(seriesOverflowDesc, prometheus.CounterValue,
 			float64(m.overflowed.Load()), c.name, m.Name)
+		if m.exp != nil {
+			ch <- prometheus.MustNewConstMetric(seriesExpiredDesc, prometheus.CounterValue,
+				float64(m.expired.Load()), c.name, m.Name)
+		}
 	}
 }
 

@@ -40,6 +40,10 @@ type series struct {
 	perBucket []uint64
 
 	failed int // sentinels of failed keys: 1 + index in readState.decErrs
+
+	// busy is the read in which a key of the series moved within its
+	// metric's ttl, or stayed in the exporter (see expire.go).
+	busy uint64
 }
 
 // skipSeries stands for keys that a decoder skipped (ErrSkip), and
@@ -75,8 +79,12 @@ type readState struct {
 	touched    int     // series of groups touched by this read
 	dropped    int     // entries added to the overflow series in this read
 	over       *series // the overflow series; built at first use
-	buf        []byte
-	ends       []int
+	// keySeries is the series of the key last given to series, even when
+	// that returned the overflow series; nil for keys that no series
+	// exports (skipped or failed).
+	keySeries *series
+	buf       []byte
+	ends      []int
 
 	// Batch reads return a hash map's keys in bucket order, which changes
 	// little between reads. The keys of the last read, in order, and their
@@ -147,9 +155,9 @@ func (m *metric) begin() {
 	rs.curKeys, rs.curIdx, rs.cursor = rs.curKeys[:0], rs.curIdx[:0], 0
 }
 
-// end finishes a read. After a complete read (ok), keys and series that it
-// did not see are forgotten.
-func (m *metric) end(ok bool) {
+// endCache finishes a read of the decode cache. After a complete read (ok),
+// keys and series that it did not see are forgotten.
+func (m *metric) endCache(ok bool) {
 	rs := &m.rs
 	m.noteOverflow(rs.dropped)
 	clear(rs.overflow)
@@ -243,6 +251,7 @@ func (m *metric) series(key []byte) *series {
 	}
 	rs.curKeys = append(rs.curKeys, lk...)
 	rs.curIdx = append(rs.curIdx, idx)
+	rs.keySeries = nil
 	if s == skipSeries {
 		return nil
 	}
@@ -260,6 +269,7 @@ func (m *metric) series(key []byte) *series {
 			rs.activate(s)
 		}
 	}
+	rs.keySeries = s
 	if s.dropped {
 		rs.dropped++
 		return rs.overflowSeries()

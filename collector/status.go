@@ -59,7 +59,7 @@ type AlternativeState struct {
 //
 // and, for configs that are up, the scrape self-metrics of their collector
 // (scrape duration and entries read of the last read, decoder errors, series
-// dropped).
+// dropped, series expired by a ttl).
 //
 // Label values (config names, reasons, paths) come from outside and are
 // made valid UTF-8 (invalid bytes become U+FFFD) so that one odd name never
@@ -116,7 +116,7 @@ func (s *Status) States() []State {
 // Describe sends the status descriptors.
 func (s *Status) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, loadingDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
-		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc} {
+		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc, seriesExpiredDesc} {
 		ch <- d
 	}
 }

@@ -5,8 +5,8 @@
 // <name>.yaml, which says which BPF maps of the object become which metrics
 // and how each map key is split into labels. The schema is a superset of the
 // one used by cloudflare/ebpf_exporter v2, so its configs load unchanged; the
-// keys we add (namespace, padding, sum_bucket, max_series, stack_map) are
-// optional.
+// keys we add (namespace, padding, sum_bucket, max_series, stack_map, ttl)
+// are optional.
 //
 // Every map key is a packed byte string. Labels consume it in order: label i
 // takes size bytes, then skips padding bytes. The sizes must add up to the
@@ -94,6 +94,8 @@ type Counter struct {
 	// MaxSeries bounds the number of series exported (0: DefaultMaxSeries;
 	// at most MaxMaxSeries).
 	MaxSeries int `yaml:"max_series"`
+	// TTL expires keys idle this long (empty: never; see TTL).
+	TTL TTL `yaml:"ttl"`
 	// PerfEventArray and FlushInterval are ebpf_exporter keys for perf
 	// buffers; they are rejected with a clear error.
 	PerfEventArray bool   `yaml:"perf_event_array"`
@@ -124,6 +126,8 @@ type Histogram struct {
 	// and no sum for fixed. At most MaxSlot.
 	SumBucket *int `yaml:"sum_bucket"`
 	MaxSeries int  `yaml:"max_series"`
+	// TTL expires keys idle this long (empty: never; see TTL).
+	TTL TTL `yaml:"ttl"`
 }
 
 // Label is one field of a map key.
@@ -577,7 +581,7 @@ func goTypeNoun(t string) string {
 		return "a number"
 	case t == "bool":
 		return "a boolean"
-	case t == "string" || t == "config.BucketType":
+	case t == "string" || t == "config.BucketType" || t == "config.TTL":
 		return "a string"
 	case strings.HasPrefix(t, "config."):
 		return "a mapping"

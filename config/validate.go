@@ -82,6 +82,9 @@ func (c *Config) validate() error {
 		if err := c.checkMaxSeries(path, m.MaxSeries); err != nil {
 			return err
 		}
+		if _, err := c.ParseTTL(path, m.Name, m.TTL); err != nil {
+			return err
+		}
 		if err := c.validateLabels(path, m.Labels, false, budget); err != nil {
 			return err
 		}
@@ -164,6 +167,9 @@ func (c *Config) validateHistogram(path string, h *Histogram, budget *decoderBud
 		return c.Errorf(path+".sum_bucket", "must be 0 to %d, got %d", int64(MaxSlot), *h.SumBucket)
 	}
 	if err := c.checkMaxSeries(path, h.MaxSeries); err != nil {
+		return err
+	}
+	if _, err := c.ParseTTL(path, h.Name, h.TTL); err != nil {
 		return err
 	}
 	if len(h.Labels) == 0 || h.Labels[len(h.Labels)-1].Name != BucketLabel {

@@ -93,6 +93,8 @@ type Exporter struct {
 	objects []*loader.Object
 	claims  map[string]string // metric name -> config serving it
 	closed  bool
+	stops   []func() // end the configs' background expiry reads
+
 }
 
 // New prepares an exporter for every source, each in the loading state,
@@ -250,6 +252,7 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 	e.objects = append(e.objects, obj)
 	res.Up = true
 	res.Collector = c
+	e.stops = append(e.stops, c.StartExpiry()) // ttl metrics expire without scrapes
 	e.Status.Update(st, func(cur *collector.State) { *cur = res })
 	e.log.Info("config up", "config", res.Name, "from", res.Source, "programs", len(res.Programs))
 	for _, a := range res.Alternatives {
@@ -383,6 +386,9 @@ func (e *Exporter) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
+	for _, stop := range e.stops {
+		stop()
+	}
 	for _, o := range e.objects {
 		o.Close()
 	}
