@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
@@ -56,6 +58,10 @@ func run() int {
 		cacheSize   = app.Flag("decoder.cache-size", "Decoded keys cached per metric, at most the map's max_entries (only keys present in the map at the last scrape are kept); also bounds each decoder cache, up to 100000 entries.").Default("1048576").Int()
 		maxSeries   = app.Flag("config.max-series", "Series limit of every metric whose config sets no max_series; map entries beyond it are summed into one overflow series per metric (labels \""+collector.OverflowValue+"\").").Default(strconv.Itoa(config.DefaultMaxSeries)).Int()
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
+		cpuBudget   = app.Flag("bpf.cpu-budget", "BPF run time one config's programs may use, in CPU seconds per second summed over CPUs (0.05: 5% of one core); a config over it for a whole measuring window is detached. 0 turns it off.").Default(strconv.FormatFloat(budget.DefaultCPUBudget, 'g', -1, 64)).Float64()
+		cpuBackoff  = app.Flag("bpf.budget-backoff", "Wait before a config detached over its CPU budget is attached again; doubled at every new trip, up to 1h.").Default(budget.DefaultBackoff.String()).Duration()
+		cpuPeriod   = app.Flag("bpf.budget-period", "CPU budget: one measuring window every this long.").Default(budget.DefaultPeriod.String()).Hidden().Duration()
+		cpuWindow   = app.Flag("bpf.budget-window", "CPU budget: how long BPF run-time statistics are on in each period.").Default(budget.DefaultWindow.String()).Hidden().Duration()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).Int()
 		maxConns    = app.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the connection idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).Int()
@@ -103,6 +109,11 @@ func run() int {
 	}
 	if *maxSeries < 1 || *maxSeries > config.MaxMaxSeries {
 		log.Error("bad flags", "err", fmt.Sprintf("--config.max-series %d: must be 1 to %d", *maxSeries, config.MaxMaxSeries))
+		return 2
+	}
+	cpuOpts := budget.CPUOptions{Budget: *cpuBudget, Backoff: *cpuBackoff, Period: *cpuPeriod, Window: *cpuWindow, StatsOn: *bpfStats, Logger: log}
+	if err := budget.CheckCPUOptions(cpuOpts, runtime.NumCPU()); err != nil {
+		log.Error("bad flags", "err", err)
 		return 2
 	}
 	if *bpfStats {
@@ -166,6 +177,8 @@ func run() int {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	exp.Start(ctx)
+	go budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
+		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }}).Run(ctx)
 
 	loaded := exp.Loaded()
 	for {
