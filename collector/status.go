@@ -25,6 +25,9 @@ type State struct {
 	Alternatives []AlternativeState
 	// Collector is set while the config is up.
 	Collector *Config
+	// OverBudget is the resource ("cpu", "memory") whose budget took the
+	// config down, "" when none did.
+	OverBudget string
 }
 
 // ProgramState is one BPF program of a config.

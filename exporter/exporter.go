@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,7 +95,9 @@ type Exporter struct {
 	claims  map[string]string // metric name -> config serving it
 	closed  bool
 	stops   []func() // end the configs' background expiry reads
-
+	// live holds each config that is up, for Detach; env is Start's.
+	live map[string]liveConfig
+	env  *decoder.Env
 }
 
 // New prepares an exporter for every source, each in the loading state,
@@ -116,6 +119,7 @@ func New(opts Options) *Exporter {
 		log:      log,
 		loaded:   make(chan struct{}),
 		claims:   map[string]string{},
+		live:     map[string]liveConfig{},
 	}
 	e.Memory = budget.NewLedger(opts.MemoryBudget, e.Exceeded)
 	e.Registry.MustRegister(e.Status, e.Exceeded)
@@ -136,6 +140,9 @@ func New(opts Options) *Exporter {
 // has ended or timed out, or when ctx is done. Start must be called once.
 func (e *Exporter) Start(ctx context.Context) {
 	env := decoder.NewEnv(min(e.opts.CacheSize, MaxDecoderCache))
+	e.mu.Lock()
+	e.env = env
+	e.mu.Unlock()
 	var ended, finished sync.WaitGroup
 	for i, src := range e.opts.Sources {
 		st := e.states[i]
@@ -250,6 +257,7 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 		return
 	}
 	e.objects = append(e.objects, obj)
+	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names}
 	res.Up = true
 	res.Collector = c
 	e.stops = append(e.stops, c.StartExpiry()) // ttl metrics expire without scrapes
@@ -394,4 +402,83 @@ func (e *Exporter) Close() {
 	}
 	e.objects = nil
 	e.Memory.ReleaseAll()
+}
+
+// liveConfig is what Detach undoes for a config that is up.
+type liveConfig struct {
+	obj   *loader.Object
+	c     *collector.Config
+	names []string
+}
+
+// Detach takes a config that is up down for reason, having gone over the
+// budget of resource (budget.ResourceCPU): its programs are detached and
+// its maps freed (its loader.Object is closed), its state is down with
+// reason and OverBudget set to resource, and its metric families are
+// unregistered and their names released, so its series leave /metrics
+// (kernel_exporter_config_up is 0 and kernel_exporter_config_error_info
+// gives reason). It counts kernel_exporter_budget_exceeded_total and logs
+// a WARN. It returns an error when the config is not up.
+func (e *Exporter) Detach(config, resource, reason string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	lc, ok := e.live[config]
+	if !ok || e.closed {
+		return fmt.Errorf("config %s is not up", config)
+	}
+	st, _ := e.state(config)
+	// State first: a scrape that starts now no longer reads the maps.
+	e.Status.Update(st, func(cur *collector.State) {
+		cur.Up, cur.Loading, cur.Collector = false, false, nil
+		cur.Reason, cur.OverBudget = reason, resource
+		for i := range cur.Programs {
+			cur.Programs[i].Attached = false
+		}
+	})
+	e.Registry.Unregister(lc.c.Descs())
+	for _, n := range lc.names {
+		delete(e.claims, n)
+	}
+	delete(e.live, config)
+	e.objects = slices.DeleteFunc(e.objects, func(o *loader.Object) bool { return o == lc.obj })
+	lc.obj.Close()
+	e.Exceeded.Inc(config, resource)
+	e.log.Warn("config detached: over budget", "config", config, "resource", resource, "reason", reason)
+	return nil
+}
+
+// Reattach loads a config taken down by Detach again, as at start (parse,
+// load, attach, register), and waits for the load to end. It returns the
+// load's error (the config then stays down with it as reason), or an
+// error when the config is up or unknown or Start has not run.
+func (e *Exporter) Reattach(config string) error {
+	e.mu.Lock()
+	st, src := e.state(config)
+	env := e.env
+	if st == nil || env == nil || e.closed || e.live[config].obj != nil {
+		e.mu.Unlock()
+		return fmt.Errorf("config %s cannot be re-attached: not detached", config)
+	}
+	e.Status.Update(st, func(cur *collector.State) {
+		*cur = collector.State{Name: cur.Name, Source: cur.Source, Loading: true}
+	})
+	e.mu.Unlock()
+	e.run(st, src, env)
+	var err error
+	e.Status.Update(st, func(cur *collector.State) {
+		if !cur.Up {
+			err = errors.New(cur.Reason)
+		}
+	})
+	return err
+}
+
+// state returns the state and source of config (nil when unknown).
+func (e *Exporter) state(config string) (*collector.State, Source) {
+	for i, src := range e.opts.Sources {
+		if src.Name == config {
+			return e.states[i], src
+		}
+	}
+	return nil, Source{}
 }

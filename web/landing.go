@@ -63,7 +63,7 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 <table><tr><th>config</th><th>source</th><th>state</th><th>programs</th><th>alternatives</th><th>reason</th></tr>
 {{range .Rows}}<tr>
 <td>{{.Name}}</td><td>{{.Source}}</td>
-<td>{{if .Up}}<span class="up">up</span>{{else if .Loading}}<span class="loading">loading</span>{{else}}<span class="down">down</span>{{end}}</td>
+<td>{{if .Up}}<span class="up">up</span>{{else if .Loading}}<span class="loading">loading</span>{{else}}<span class="down">down{{if .OverBudget}}: over its {{.OverBudget}} budget{{end}}</span>{{end}}</td>
 <td>{{range .Programs}}{{.Name}} ({{.Section}}{{if .Alternative}}, alternative {{.Alternative}}{{end}}): {{if .Attached}}attached{{else}}not attached{{end}}<br>{{end}}</td>
 <td>{{range .Alternatives}}<b>{{.Name}}</b>: {{if .Chosen}}chose {{.Chosen}}{{else}}none works{{end}}{{range .Passed}}<br>passed over <pre>{{.}}</pre>{{end}}<br>{{end}}</td>
 <td>{{if .Up}}{{if .Limits}}<span class="loading">over its series limit</span> (the excess is summed into one series whose labels are all {{$.Overflow}}): {{.Limits}}{{end}}{{else if .Reason}}<pre>{{.Reason}}</pre>{{end}}</td>

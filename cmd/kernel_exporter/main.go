@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,10 @@ func run() int {
 		maxSeries   = app.Flag("config.max-series", "Series limit of every metric whose config sets no max_series; map entries beyond it are summed into one overflow series per metric (labels \""+collector.OverflowValue+"\").").Default(strconv.Itoa(config.DefaultMaxSeries)).Int()
 		memBudget   = app.Flag("bpf.memory-budget", "Kernel memory all configs' maps together may hold, estimated from their specs before they are created (as 256MiB, 1GiB); a config that would go over it is refused. 0 means no budget.").Default(budget.DefaultMemoryBudgetText).String()
 		bpfStats    = app.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").Bool()
+		cpuBudget   = app.Flag("bpf.cpu-budget", "BPF run time one config's programs may use, in CPU seconds per second summed over CPUs (0.05: 5% of one core); a config over it for a whole measuring window is detached. 0 turns it off.").Default(strconv.FormatFloat(budget.DefaultCPUBudget, 'g', -1, 64)).Float64()
+		cpuBackoff  = app.Flag("bpf.budget-backoff", "Wait before a config detached over its CPU budget is attached again; doubled at every new trip, up to 1h.").Default(budget.DefaultBackoff.String()).Duration()
+		cpuPeriod   = app.Flag("bpf.budget-period", "CPU budget: one measuring window every this long.").Default(budget.DefaultPeriod.String()).Hidden().Duration()
+		cpuWindow   = app.Flag("bpf.budget-window", "CPU budget: how long BPF run-time statistics are on in each period.").Default(budget.DefaultWindow.String()).Hidden().Duration()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).Int()
 		maxConns    = app.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the connection idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).Int()
@@ -127,6 +132,11 @@ func run() int {
 	}
 	memBytes, err := budget.ParseMemoryBudget(*memBudget)
 	if err != nil {
+		log.Error("bad flags", "err", err)
+		return 2
+	}
+	cpuOpts := budget.CPUOptions{Budget: *cpuBudget, Backoff: *cpuBackoff, Period: *cpuPeriod, Window: *cpuWindow, StatsOn: *bpfStats, Logger: log}
+	if err := budget.CheckCPUOptions(cpuOpts, runtime.NumCPU()); err != nil {
 		log.Error("bad flags", "err", err)
 		return 2
 	}
@@ -199,6 +209,8 @@ func run() int {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	exp.Start(ctx)
+	go budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
+		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }}).Run(ctx)
 
 	loaded := exp.Loaded()
 	for {

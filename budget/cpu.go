@@ -1,0 +1,412 @@
+package budget
+
+// CPU budget model.
+//
+// The kernel counts a BPF program's run time (struct bpf_prog_stats, read
+// with BPF_OBJ_GET_INFO_BY_FD as run_time_ns) only while run-time
+// statistics are on: kernel.bpf_stats_enabled=1 or a BPF_ENABLE_STATS file
+// descriptor held open (kernel/bpf/syscall.c, Linux 5.8). With statistics
+// on, every program run reads the clock twice, so the supervisor turns them
+// on only for a window (CPUOptions.Window, 1 s) in every period
+// (CPUOptions.Period, 30 s: while on, statistics add about 80% of the
+// cheapest bundled program's own cost to every program run, so a duty of
+// 1/30 adds under 3% on average; see BenchmarkSamplingCost). It reads each attached program's run time at
+// the window's start and end; per config,
+//
+//	rate = sum over its programs of (run time at end - at start) / window
+//
+// in CPU seconds per second, summed over CPUs. A config whose rate over one
+// whole window is above CPUOptions.Budget is detached through
+// Target.Detach. A config can go over just after a window starts; the next
+// window, whole, ends at most Period+Window later, which CheckCPUOptions
+// bounds to 60 s.
+//
+// When statistics are on all the time (--bpf.stats), the window is the
+// whole period.
+//
+// A detached config is re-attached after a backoff: CPUOptions.Backoff
+// (--bpf.budget-backoff, 5m) the first time, doubled at every new trip up
+// to MaxBackoff (1h). The count of trips starts again once a re-attached
+// config has run within its budget for MaxBackoff.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/collector"
+)
+
+// Defaults and bounds of the CPU supervisor.
+const (
+	// DefaultCPUBudget is the default of --bpf.cpu-budget in CPU seconds
+	// per second (summed over CPUs). Measured (BenchmarkBundledCPU, 2
+	// CPUs): the most a bundled config used is 0.051 (syscalls) under the
+	// integration tests' load, 0.16 under a tight getpid() loop on one
+	// CPU and 0.27 on both; every other config stays under 0.013.
+	DefaultCPUBudget = 0.5
+	// DefaultBackoff is the default of --bpf.budget-backoff.
+	DefaultBackoff = 5 * time.Minute
+	// MaxBackoff bounds the doubled backoff; a config that runs within
+	// its budget this long after a re-attach starts again at Backoff.
+	MaxBackoff = time.Hour
+	// DefaultPeriod and DefaultWindow: statistics are on 1 s in every
+	// 30 s; a config over its budget is detached within 31 s.
+	DefaultPeriod = 30 * time.Second
+	DefaultWindow = time.Second
+	// MaxDetectDelay bounds Period+Window: the longest a config can be
+	// over its budget before a whole window has seen it.
+	MaxDetectDelay = 60 * time.Second
+	// MinWindow is the shortest window accepted (shorter ones measure
+	// little but the cost of turning statistics on and off).
+	MinWindow = 100 * time.Millisecond
+)
+
+// Program is what the supervisor reads of a BPF program: *ebpf.Program.
+type Program interface {
+	Stats() (*ebpf.ProgramStats, error)
+}
+
+// Config is one config that is up, as the supervisor sees it.
+type Config struct {
+	Name     string
+	Programs []Program
+}
+
+// Target is the exporter as the supervisor sees it.
+type Target struct {
+	// Configs returns the configs that are up, with their attached
+	// programs.
+	Configs func() []Config
+	// Detach takes config down, with reason (which says "budget" and
+	// the measured rate).
+	Detach func(config, reason string)
+	// Reattach loads config again; an error leaves it down and it is
+	// tried again after the same backoff.
+	Reattach func(config string) error
+}
+
+// CPUOptions configure a CPU supervisor. Check them with CheckCPUOptions.
+type CPUOptions struct {
+	// Budget is the CPU seconds per second a config's programs may use,
+	// summed over CPUs (--bpf.cpu-budget); 0 turns the supervisor off.
+	Budget float64
+	// Backoff is the first wait before a detached config is re-attached.
+	Backoff time.Duration
+	// Period and Window: statistics are on for Window in every Period.
+	Period, Window time.Duration
+	// StatsOn: statistics are on all the time (--bpf.stats), so the
+	// window is the whole period and the supervisor turns nothing on.
+	StatsOn bool
+	Logger  *slog.Logger
+	// Clock and EnableStats are for tests: nil means the real clock and
+	// ebpf.EnableStats(BPF_STATS_RUN_TIME).
+	Clock       Clock
+	EnableStats func() (io.Closer, error)
+}
+
+// Clock is the time source of the supervisor.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d or until ctx is done (then it returns ctx's error).
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CheckCPUOptions returns an error naming the flag for a value out of
+// range: Budget in [0, maxCPUs] (a config cannot use more than every
+// CPU), Backoff in [1s, MaxBackoff], Window >= MinWindow, Window < Period,
+// Period+Window <= MaxDetectDelay.
+func CheckCPUOptions(o CPUOptions, maxCPUs int) error {
+	if math.IsNaN(o.Budget) || o.Budget < 0 || o.Budget > float64(maxCPUs) {
+		return fmt.Errorf("--bpf.cpu-budget %v: must be 0 (off) to %d (every CPU of this machine), in CPU seconds per second", o.Budget, maxCPUs)
+	}
+	if o.Backoff < time.Second || o.Backoff > MaxBackoff {
+		return fmt.Errorf("--bpf.budget-backoff %v: must be 1s to %v", o.Backoff, MaxBackoff)
+	}
+	if o.Window < MinWindow || o.Window >= o.Period {
+		return fmt.Errorf("--bpf.budget-window %v: must be at least %v and shorter than --bpf.budget-period %v", o.Window, MinWindow, o.Period)
+	}
+	if o.Period+o.Window > MaxDetectDelay {
+		return fmt.Errorf("--bpf.budget-period %v plus --bpf.budget-window %v: must be at most %v (a config over its budget is detached within that)", o.Period, o.Window, MaxDetectDelay)
+	}
+	return nil
+}
+
+// CPU is the CPU budget supervisor. Run it with Run; Step is one period.
+type CPU struct {
+	opts   CPUOptions
+	target Target
+	log    *slog.Logger
+	clock  Clock
+	enable func() (io.Closer, error)
+
+	mu       sync.Mutex
+	trips    map[string]*trip
+	warnedOn bool // EnableStats failed once: logged
+}
+
+// trip is the backoff state of one config.
+type trip struct {
+	count      int           // trips since the last reset
+	detached   bool          // waiting for re-attach
+	until      time.Time     // re-attach at
+	wait       time.Duration // backoff of the current detach
+	reattached time.Time     // last re-attach (zero: never)
+}
+
+// NewCPU returns a supervisor of target with opts (already checked).
+func NewCPU(opts CPUOptions, target Target) *CPU {
+	s := &CPU{opts: opts, target: target, log: opts.Logger, clock: opts.Clock, enable: opts.EnableStats, trips: map[string]*trip{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	if s.enable == nil {
+		s.enable = func() (io.Closer, error) { return ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)) }
+	}
+	return s
+}
+
+// window returns the measuring window and the idle time after it.
+func (s *CPU) window() (window, idle time.Duration) {
+	if s.opts.StatsOn {
+		return s.opts.Period, 0
+	}
+	return s.opts.Window, s.opts.Period - s.opts.Window
+}
+
+// Run measures every period until ctx is done. With Budget 0 it returns at
+// once.
+func (s *CPU) Run(ctx context.Context) {
+	if s.opts.Budget <= 0 {
+		return
+	}
+	_, idle := s.window()
+	for ctx.Err() == nil {
+		s.Step(ctx)
+		if idle > 0 {
+			_ = s.clock.Sleep(ctx, idle)
+		}
+	}
+}
+
+// Step runs one measuring window: it re-attaches configs whose backoff has
+// ended, turns statistics on (unless StatsOn), reads every program's run
+// time, waits the window, reads again, turns statistics off, and detaches
+// the configs over budget. It returns the rates measured, by config.
+func (s *CPU) Step(ctx context.Context) map[string]float64 {
+	s.reattachDue()
+	window, _ := s.window()
+	if !s.opts.StatsOn {
+		closer, err := s.enable()
+		if err != nil {
+			s.mu.Lock()
+			warn := !s.warnedOn
+			s.warnedOn = true
+			s.mu.Unlock()
+			if warn {
+				// Without them, run time advances only while something
+				// else turned them on (kernel.bpf_stats_enabled).
+				s.log.Warn("CPU budget: cannot turn BPF run-time statistics on (BPF_ENABLE_STATS needs CAP_SYS_ADMIN): measuring only while kernel.bpf_stats_enabled is 1; keep the capability with --capabilities.keep=sys_admin or use --bpf.stats", "err", err)
+			}
+		} else {
+			defer closer.Close()
+		}
+	}
+	configs := s.target.Configs()
+	start := readRunTimes(configs)
+	t0 := s.clock.Now()
+	if err := s.clock.Sleep(ctx, window); err != nil {
+		return nil
+	}
+	end := readRunTimes(s.target.Configs())
+	elapsed := s.clock.Now().Sub(t0)
+	rates := Rates(configs, start, end, elapsed)
+	names := make([]string, 0, len(rates))
+	for n := range rates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if rates[n] > s.opts.Budget {
+			s.trip(n, rates[n], elapsed)
+		}
+	}
+	return rates
+}
+
+// runTimes are the run times read at one instant, by program.
+type runTimes map[Program]time.Duration
+
+// readRunTimes reads the run time of every program of configs; a program
+// whose statistics cannot be read is left out.
+func readRunTimes(configs []Config) runTimes {
+	out := runTimes{}
+	for _, c := range configs {
+		for _, p := range c.Programs {
+			if st, err := p.Stats(); err == nil {
+				out[p] = st.Runtime
+			}
+		}
+	}
+	return out
+}
+
+// Rates returns, for each config of configs whose every program was read
+// at start and at end, the run time its programs added between the two
+// divided by elapsed: CPU seconds per second, summed over CPUs. A config
+// with a program missing at either end (detached meanwhile, or statistics
+// unreadable) has no rate. A run time that went backwards counts 0.
+func Rates(configs []Config, start, end runTimes, elapsed time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	if elapsed <= 0 {
+		return out
+	}
+	for _, c := range configs {
+		var sum time.Duration
+		ok := len(c.Programs) > 0
+		for _, p := range c.Programs {
+			a, ok1 := start[p]
+			b, ok2 := end[p]
+			if !ok1 || !ok2 {
+				ok = false
+				break
+			}
+			if b > a {
+				sum += b - a
+			}
+		}
+		if ok {
+			out[c.Name] = sum.Seconds() / elapsed.Seconds()
+		}
+	}
+	return out
+}
+
+// Backoff returns the wait before re-attach after the n-th trip (n >= 1)
+// in a row: base doubled n-1 times, at most MaxBackoff.
+func Backoff(base time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxBackoff)
+}
+
+// trip detaches config, measured at rate over a window of elapsed.
+func (s *CPU) trip(config string, rate float64, elapsed time.Duration) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	tr := s.trips[config]
+	if tr == nil {
+		tr = &trip{}
+		s.trips[config] = tr
+	}
+	if tr.detached {
+		s.mu.Unlock()
+		return
+	}
+	if !tr.reattached.IsZero() && now.Sub(tr.reattached) >= MaxBackoff {
+		tr.count = 0
+	}
+	tr.count++
+	tr.wait = Backoff(s.opts.Backoff, tr.count)
+	tr.until = now.Add(tr.wait)
+	tr.detached = true
+	s.mu.Unlock()
+	s.target.Detach(config, Reason(rate, elapsed, s.opts.Budget, tr.wait))
+}
+
+// Reason is the text a config detached over its CPU budget is down with.
+func Reason(rate float64, window time.Duration, budget float64, wait time.Duration) string {
+	return fmt.Sprintf("over its CPU budget: %.3f CPU s/s measured in a %v window, budget %g (--bpf.cpu-budget); re-attach in %v",
+		rate, window.Round(10*time.Millisecond), budget, wait)
+}
+
+// reattachDue re-attaches every detached config whose backoff has ended.
+func (s *CPU) reattachDue() {
+	now := s.clock.Now()
+	s.mu.Lock()
+	var due []string
+	for n, tr := range s.trips {
+		if tr.detached && !now.Before(tr.until) {
+			due = append(due, n)
+		}
+	}
+	s.mu.Unlock()
+	sort.Strings(due)
+	for _, n := range due {
+		err := s.target.Reattach(n)
+		s.mu.Lock()
+		tr := s.trips[n]
+		if err != nil {
+			tr.until = now.Add(tr.wait)
+		} else {
+			tr.detached = false
+			tr.reattached = now
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.log.Error("CPU budget: re-attach failed, trying again later", "config", n, "retry_in", tr.wait, "err", err)
+		} else {
+			s.log.Info("CPU budget: config re-attached after its backoff", "config", n)
+		}
+	}
+}
+
+// Detached reports whether config is waiting for its re-attach, and its
+// trip count.
+func (s *CPU) Detached(config string) (bool, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tr := s.trips[config]; tr != nil {
+		return tr.detached, tr.count
+	}
+	return false, 0
+}
+
+// StatusConfigs returns Target.Configs for the exporter's status: every
+// config that is up, with its attached programs.
+func StatusConfigs(status *collector.Status) func() []Config {
+	return func() []Config {
+		var out []Config
+		for _, st := range status.States() {
+			if !st.Up {
+				continue
+			}
+			c := Config{Name: st.Name}
+			for _, p := range st.Programs {
+				if p.Attached && p.Prog != nil {
+					c.Programs = append(c.Programs, p.Prog)
+				}
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+}

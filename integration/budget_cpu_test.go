@@ -1,0 +1,212 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// budgetSpinEnv makes this test binary a spinner (see init): two threads
+// named budgetSpinComm make getpid() calls for the given seconds, each of
+// which testdata/budget/spin.bpf.c spins on.
+const (
+	budgetSpinEnv  = "KERNEL_EXPORTER_IT_BUDGET_SPIN"
+	budgetSpinComm = "kx-budget-spin"
+)
+
+func init() {
+	v := os.Getenv(budgetSpinEnv)
+	if v == "" {
+		return
+	}
+	secs, err := strconv.Atoi(v)
+	if err != nil || secs < 1 || secs > 300 {
+		fmt.Fprintf(os.Stderr, "spinner: bad seconds %q\n", v)
+		os.Exit(2)
+	}
+	// Two threads (the name is per thread: only they spin), so that the
+	// program's rate is well above the default budget (0.5) even on a
+	// busy 2-CPU machine.
+	deadline := time.Now().Add(time.Duration(secs) * time.Second)
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			runtime.LockOSThread()
+			name, _ := unix.BytePtrFromString(budgetSpinComm)
+			if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0); err != nil {
+				errc <- err
+				return
+			}
+			errc <- nil
+			for time.Now().Before(deadline) {
+				for range 1000 {
+					unix.Getpid()
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			fmt.Fprintf(os.Stderr, "spinner: PR_SET_NAME: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	fmt.Println("spinning")
+	<-errc
+	<-errc
+	os.Exit(0)
+}
+
+// spinYAML exports budget_spins_total of testdata/budget/spin.bpf.c.
+const spinYAML = `metrics:
+  counters:
+    - name: budget_spins_total
+      help: Syscalls the budget test program spun on
+`
+
+// startSpinner starts the spinner for secs seconds and returns once it
+// spins; it is killed at cleanup.
+func startSpinner(t *testing.T, secs int) *exec.Cmd {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), budgetSpinEnv+"="+strconv.Itoa(secs))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "spinning\n" {
+		t.Fatalf("spinner did not start: %q %v", line, err)
+	}
+	return cmd
+}
+
+// TestBudgetCPU loads every bundled program and a user program that spins
+// 20 µs at each syscall entry of two threads of one process, with the default budget,
+// period and window, under the integration tests' load (execs and
+// loopback TCP as in TestPerfLoad, O_DIRECT I/O) plus the spinner's
+// syscalls. The spinning config is detached within 60 s of the spinner's
+// start, with every signal (config_up 0, a reason saying "budget" with the
+// measured rate, budget_exceeded_total{resource="cpu"} 1, a WARN line,
+// the landing page), its series leave /metrics, and it is attached again
+// after --bpf.budget-backoff. No bundled config is ever detached.
+func TestBudgetCPU(t *testing.T) {
+	dir := t.TempDir()
+	compileBPF(t, filepath.Join("integration", "testdata", "budget", "spin.bpf.c"), filepath.Join(dir, "spin.bpf.o"), "-DSPIN_NS=20000")
+	writeProbeConfig(t, dir, "spin", spinYAML)
+	// Sampling turns statistics on (CAP_SYS_ADMIN) and re-attaching loads
+	// a program (CAP_PERFMON) after the capability drop.
+	e := Start(t, "--programs=all", "--config.dir="+dir, "--config.names=spin",
+		"--bpf.budget-backoff=1s", "--capabilities.keep=sys_admin,perfmon,dac_read_search")
+	ms := e.Scrape()
+	if v := ms.Value("kernel_exporter_config_up", L("config", "spin")); v != 1 {
+		t.Fatalf("spin config not up\n%s", e.Logs())
+	}
+	var bundled []string
+	for _, c := range ms.LabelValues("kernel_exporter_config_up", "config") {
+		if c != "spin" && ms.Value("kernel_exporter_config_up", L("config", c)) == 1 {
+			bundled = append(bundled, c)
+		}
+	}
+	if len(bundled) < 3 {
+		t.Fatalf("only %d bundled configs up: %v", len(bundled), bundled)
+	}
+	stopLoad := loadWorkload(t)
+	defer stopLoad()
+	ioDir := t.TempDir()
+	ioDone := make(chan struct{})
+	go func() {
+		defer close(ioDone)
+		for i := 0; i < 200; i++ {
+			if _, _, err := runDirectIO(ioDir, 64, 4096); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { <-ioDone }()
+
+	spinner := startSpinner(t, 90)
+	t0 := time.Now()
+	var detachedAfter time.Duration
+	for detachedAfter == 0 {
+		ms = e.Scrape()
+		if ms.Value("kernel_exporter_config_up", L("config", "spin")) == 0 {
+			detachedAfter = time.Since(t0)
+			break
+		}
+		if time.Since(t0) > 60*time.Second {
+			t.Fatalf("spin config not detached within 60 s of going over\n%s", e.Logs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("over budget to detached: %v (default period 30 s, window 1 s)", detachedAfter.Round(100*time.Millisecond))
+	reasons := ms.LabelValues("kernel_exporter_config_error_info", "reason")
+	var reason string
+	for _, r := range reasons {
+		if strings.Contains(r, "CPU budget") {
+			reason = r
+		}
+	}
+	if !strings.Contains(reason, "budget") || !strings.Contains(reason, "CPU s/s measured") || !strings.Contains(reason, "budget 0.5") {
+		t.Errorf("error_info reason %q: want it to say budget and the measured figure", reason)
+	}
+	t.Logf("reason: %s", reason)
+	if v := ms.Value("kernel_exporter_budget_exceeded_total", L("config", "spin", "resource", "cpu")); v != 1 {
+		t.Errorf("budget_exceeded_total{config=spin,resource=cpu} = %v, want 1", v)
+	}
+	if n := ms.Series("kernel_budget_spins_total", nil); n != 0 {
+		t.Errorf("kernel_budget_spins_total still has %d series while detached", n)
+	}
+	if !strings.Contains(e.Logs(), "level=WARN") || !strings.Contains(e.Logs(), "config detached: over budget") {
+		t.Errorf("no WARN line for the detach\n%s", e.Logs())
+	}
+	if row := landingRow(e.Get("/"), "spin"); !strings.Contains(row, "over its cpu budget") {
+		t.Errorf("landing page row of spin does not mark it over budget: %s", row)
+	}
+	// Nothing spins any more: the program is detached.
+	spinner.Process.Kill()
+	spinner.Wait()
+
+	// Re-attached at the first window after the 1 s backoff: within one
+	// period (30 s) and the load.
+	Eventually(t, 45*time.Second, func() bool {
+		ms = e.Scrape()
+		return ms.Value("kernel_exporter_config_up", L("config", "spin")) == 1
+	}, "spin config not re-attached after its backoff\n%s", e.Logs())
+	if n := ms.Series("kernel_budget_spins_total", nil); n != 1 {
+		t.Errorf("kernel_budget_spins_total has %d series after the re-attach, want 1", n)
+	}
+	if row := landingRow(e.Get("/"), "spin"); strings.Contains(row, "over its") {
+		t.Errorf("landing page still marks spin after the re-attach: %s", row)
+	}
+	stopLoad()
+	// No bundled config went over the default budget.
+	for _, c := range bundled {
+		if v := ms.Value("kernel_exporter_config_up", L("config", c)); v != 1 {
+			t.Errorf("bundled config %s down: %v", c, ms.LabelValues("kernel_exporter_config_error_info", "reason"))
+		}
+	}
+	if got := ms.LabelValues("kernel_exporter_budget_exceeded_total", "config"); len(got) != 1 || got[0] != "spin" {
+		t.Errorf("budget_exceeded_total configs %v, want only spin", got)
+	}
+}
