@@ -24,6 +24,12 @@ type Config struct {
 
 	lastDuration atomic.Int64 // ns, last completed read
 	lastEntries  atomic.Int64
+
+	// Map health (maphealth.go): every map but the internal ones, and the
+	// reader of the update errors map (nil when the object has none).
+	maps       []*mapHealth
+	updateErrs *mapReader
+	counted    []int // entries each metric read in the last read, -1: failed
 }
 
 type flight struct {
@@ -88,6 +94,11 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		}
 		c.metrics = append(c.metrics, met)
 	}
+	var err error
+	if c.maps, c.updateErrs, err = newMapHealth(coll, c.metrics); err != nil {
+		return nil, err
+	}
+	c.counted = make([]int, len(c.metrics))
 	return c, nil
 }
 
@@ -132,7 +143,7 @@ func (c *Config) read() *Snapshot {
 	start := time.Now()
 	snap := &Snapshot{Config: c.name, Families: make([]*Family, 0, len(c.metrics))}
 	entries := 0
-	for _, m := range c.metrics {
+	for i, m := range c.metrics {
 		f := &Family{Name: m.Name, Help: m.Help, Kind: KindCounter, LabelNames: m.rs.names}
 		var n int
 		if m.Histogram {
@@ -142,8 +153,13 @@ func (c *Config) read() *Snapshot {
 			n = m.readCounter(f)
 		}
 		entries += n
+		c.counted[i] = n
+		if f.Err != nil {
+			c.counted[i] = -1
+		}
 		snap.Families = append(snap.Families, f)
 	}
+	c.readMapHealth(c.counted)
 	c.lastDuration.Store(int64(time.Since(start)))
 	c.lastEntries.Store(int64(entries))
 	return snap

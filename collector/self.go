@@ -38,6 +38,7 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(seriesOverflowDesc, prometheus.CounterValue,
 			float64(m.overflowed.Load()), c.name, m.Name)
 	}
+	c.collectMapHealth(ch) // maphealth.go
 }
 
 // LimitHits returns the metrics whose last read went over max_series, each

@@ -119,6 +119,9 @@ func (s *Status) Describe(ch chan<- *prometheus.Desc) {
 		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc} {
 		ch <- d
 	}
+	for _, d := range mapHealthDescs {
+		ch <- d
+	}
 }
 
 // Read reads every config that is up, concurrently, and returns their
