@@ -28,8 +28,10 @@ type Config struct {
 	// Map health (maphealth.go): every map but the internal ones, and the
 	// reader of the update errors map (nil when the object has none).
 	maps       []*mapHealth
+	mapsByID   map[uint32]*mapHealth // maps by kernel id, for updateErrs
 	updateErrs *mapReader
-	counted    []int // entries each metric read in the last read, -1: failed
+	counted    []int  // entries each metric read in the last read, -1: failed
+	fdinfo     []byte // buffer for the maps' fdinfo, used by reads only
 }
 
 type flight struct {
@@ -99,6 +101,12 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		return nil, err
 	}
 	c.counted = make([]int, len(c.metrics))
+	c.mapsByID = make(map[uint32]*mapHealth, len(c.maps))
+	for _, h := range c.maps {
+		if h.id != 0 {
+			c.mapsByID[uint32(h.id)] = h
+		}
+	}
 	return c, nil
 }
 

@@ -10,6 +10,8 @@ package collector
 //	kernel_exporter_map_entries{config,map}       entries at the last read
 //	kernel_exporter_map_max_entries{config,map}   the map's max_entries
 //	kernel_exporter_map_memory_bytes{config,map}  'memlock:' of the map's fdinfo
+//	                                              (read at load, and at each read for
+//	                                              maps without preallocation)
 //	kernel_exporter_map_update_errors_total{config,map}
 //
 // Entries cost no extra pass over a map that a metric reads: the metric's
@@ -101,6 +103,10 @@ type mapHealth struct {
 	max    uint32
 	id     ebpf.MapID // 0: unknown
 	readBy int        // index of the first metric that reads the map, -1: none
+	// dynamic: the map allocates entries as they come (BPF_F_NO_PREALLOC,
+	// LPM trie), so its memory is read again at each read; the memory of
+	// the others is fixed at creation and read once.
+	dynamic bool
 
 	entries atomic.Int64 // -1: not known yet
 	memory  atomic.Uint64
@@ -126,6 +132,7 @@ func newMapHealth(coll *ebpf.Collection, metrics []*metric) ([]*mapHealth, *mapR
 	for _, name := range names {
 		m := coll.Maps[name]
 		h := &mapHealth{name: LabelValue(name), m: m, kind: kindOf(m.Type()), max: m.MaxEntries(), readBy: -1}
+		h.dynamic = m.Flags()&unix.BPF_F_NO_PREALLOC != 0 || m.Type() == ebpf.LPMTrie
 		if info, err := m.Info(); err == nil {
 			h.id, _ = info.ID()
 		}
@@ -162,9 +169,14 @@ func newMapHealth(coll *ebpf.Collection, metrics []*metric) ([]*mapHealth, *mapR
 // were read; counted[i] is the number of entries metric i read, or -1 when
 // its read failed.
 func (c *Config) readMapHealth(counted []int) {
+	if c.fdinfo == nil {
+		c.fdinfo = make([]byte, fdinfoLimit)
+	}
 	for _, h := range c.maps {
-		if mem, err := MapMemlock(h.m); err == nil {
-			h.memory.Store(mem)
+		if h.dynamic {
+			if mem, err := mapMemlock(h.m, c.fdinfo); err == nil {
+				h.memory.Store(mem)
+			}
 		}
 		if h.kind != kindHash {
 			continue
@@ -201,12 +213,7 @@ func (c *Config) readMapHealth(counted []int) {
 // into the maps of the config with that id. Ids of other maps (inner maps,
 // maps of another object) are ignored.
 func (c *Config) readUpdateErrors() {
-	byID := make(map[uint32]*mapHealth, len(c.maps))
-	for _, h := range c.maps {
-		if h.id != 0 {
-			byID[uint32(h.id)] = h
-		}
-	}
+	byID := c.mapsByID
 	_, err := c.updateErrs.each(func(key []byte, v uint64) {
 		if h := byID[nativeEndian.Uint32(key)]; h != nil {
 			h.errors.Store(v)
@@ -259,13 +266,17 @@ const fdinfoLimit = 4096
 // usage, before that an estimate from its sizes). At most 4 KiB are read.
 // Errors: the fdinfo cannot be read, or has no parseable memlock line.
 func MapMemlock(m *ebpf.Map) (uint64, error) {
+	return mapMemlock(m, make([]byte, fdinfoLimit))
+}
+
+// mapMemlock is MapMemlock reading into buf (fdinfoLimit bytes).
+func mapMemlock(m *ebpf.Map, buf []byte) (uint64, error) {
 	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(m.FD()))
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	var buf [fdinfoLimit]byte
-	n, err := io.ReadFull(f, buf[:])
+	n, err := io.ReadFull(f, buf)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return 0, err
 	}
@@ -334,11 +345,16 @@ func (c *entryCounter) count() (int, error) {
 }
 
 func (c *entryCounter) grow() {
-	c.keys = make([]byte, c.batch*c.keySize)
-	c.vals = make([]byte, c.batch*c.stride)
+	c.growValues()
 	cursor := max(c.keySize, 4)
 	c.inBatch = make([]byte, cursor)
 	c.outBatch = make([]byte, cursor)
+}
+
+// growValues sizes the key and value buffers for c.batch entries.
+func (c *entryCounter) growValues() {
+	c.keys = make([]byte, c.batch*c.keySize)
+	c.vals = make([]byte, c.batch*c.stride)
 }
 
 func (c *entryCounter) countBatch() (int, error) {
@@ -363,9 +379,11 @@ func (c *entryCounter) countBatch() (int, error) {
 		switch errno {
 		case 0, unix.ENOENT:
 		case unix.ENOSPC:
-			if first && total == 0 && c.batch < limit {
+			// The next hash bucket holds more entries than the batch:
+			// grow it and ask again from the same place.
+			if c.batch < limit {
 				c.batch = min(c.batch*2, limit)
-				c.grow()
+				c.growValues()
 				continue
 			}
 			return total, fmt.Errorf("batch lookup %s: %w", c.m, errno)

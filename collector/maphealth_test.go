@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 )
 
 // mapSeries returns the value of the map health series of map name, and
@@ -58,7 +59,7 @@ func TestMapHealth(t *testing.T) {
 	c, maps := fixture(t, y,
 		&ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 100},
 		&ebpf.MapSpec{Name: "slots", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 37},
-		&ebpf.MapSpec{Name: "starts", Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 1000},
+		&ebpf.MapSpec{Name: "starts", Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 1000, Flags: unix.BPF_F_NO_PREALLOC}, // memory grows with entries (6.4+)
 		&ebpf.MapSpec{Name: "pcpu_starts", Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 12, MaxEntries: 50},
 		&ebpf.MapSpec{Name: "events", Type: ebpf.RingBuf, MaxEntries: 4096},
 		&ebpf.MapSpec{Name: ".rodata", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
@@ -240,6 +241,65 @@ func TestParseMemlock(t *testing.T) {
 	for _, bad := range []string{"", "memlock:\tx\n", "memlock:\t-1\n", "memlock:\t99999999999999999999999\n", "xmemlock:\t5\n"} {
 		if _, err := parseMemlock([]byte(bad)); err == nil {
 			t.Errorf("parseMemlock(%q) did not fail", bad)
+		}
+	}
+}
+
+// BenchmarkMapHealth measures what map health adds to a read of a config
+// with one hash map read by its metric (100 entries), one array and one
+// hash map no metric reads (321 entries): the fdinfo reads of all three and
+// the count of the unread map.
+func BenchmarkMapHealth(b *testing.B) {
+	needBPF(b)
+	specs := []*ebpf.MapSpec{
+		{Name: "ops_total", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 1000},
+		{Name: "slots", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 37},
+		{Name: "starts", Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 10240},
+	}
+	coll := &ebpf.Collection{Maps: map[string]*ebpf.Map{}}
+	for _, ms := range specs {
+		m, err := ebpf.NewMap(ms)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		coll.Maps[ms.Name] = m
+	}
+	for i := uint32(0); i < 100; i++ {
+		if err := coll.Maps["ops_total"].Put(i, uint64(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := uint64(0); i < 321; i++ {
+		if err := coll.Maps["starts"].Put(i, [16]byte{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := &Config{name: "bench", metrics: []*metric{{MetricPlan: &MetricPlan{MapName: "ops_total"}}}}
+	var err error
+	if c.maps, c.updateErrs, err = newMapHealth(coll, c.metrics); err != nil {
+		b.Fatal(err)
+	}
+	counted := []int{100}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.readMapHealth(counted)
+	}
+}
+
+// BenchmarkMapMemlock measures one read of a map's memlock from fdinfo.
+func BenchmarkMapMemlock(b *testing.B) {
+	needBPF(b)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	buf := make([]byte, fdinfoLimit)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := mapMemlock(m, buf); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -59,7 +59,8 @@ type AlternativeState struct {
 //
 // and, for configs that are up, the scrape self-metrics of their collector
 // (scrape duration and entries read of the last read, decoder errors, series
-// dropped).
+// dropped) and the health of their maps (maphealth.go: entries, max_entries,
+// memory and failed inserts per map).
 //
 // Label values (config names, reasons, paths) come from outside and are
 // made valid UTF-8 (invalid bytes become U+FFFD) so that one odd name never
