@@ -30,6 +30,14 @@ type Config struct {
 	// tests); reads are timed as clock() - base.
 	base  time.Time
 	clock func() time.Time
+
+	// Map health (maphealth.go): every map but the internal ones, and the
+	// reader of the update errors map (nil when the object has none).
+	maps       []*mapHealth
+	mapsByID   map[uint32]*mapHealth // maps by kernel id, for updateErrs
+	updateErrs *mapReader
+	counted    []int  // entries each metric read in the last read, -1: failed
+	fdinfo     []byte // buffer for the maps' fdinfo, used by reads only
 }
 
 type flight struct {
@@ -101,6 +109,17 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		}
 		c.metrics = append(c.metrics, met)
 	}
+	var err error
+	if c.maps, c.updateErrs, err = newMapHealth(coll, c.metrics); err != nil {
+		return nil, err
+	}
+	c.counted = make([]int, len(c.metrics))
+	c.mapsByID = make(map[uint32]*mapHealth, len(c.maps))
+	for _, h := range c.maps {
+		if h.id != 0 {
+			c.mapsByID[uint32(h.id)] = h
+		}
+	}
 	return c, nil
 }
 
@@ -147,7 +166,7 @@ func (c *Config) read() *Snapshot {
 	now := c.clock().Sub(c.base)
 	snap := &Snapshot{Config: c.name, Families: make([]*Family, 0, len(c.metrics))}
 	entries := 0
-	for _, m := range c.metrics {
+	for i, m := range c.metrics {
 		f := &Family{Name: m.Name, Help: m.Help, Kind: KindCounter, LabelNames: m.rs.names}
 		if m.exp != nil {
 			m.exp.begin(now)
@@ -160,8 +179,13 @@ func (c *Config) read() *Snapshot {
 			n = m.readCounter(f)
 		}
 		entries += n
+		c.counted[i] = n
+		if f.Err != nil {
+			c.counted[i] = -1
+		}
 		snap.Families = append(snap.Families, f)
 	}
+	c.readMapHealth(c.counted)
 	c.lastDuration.Store(int64(time.Since(start)))
 	c.lastEntries.Store(int64(entries))
 	return snap

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -232,7 +233,8 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 // mapNames lists the object's maps for an error, as config.Quote shows
 // them, at most 16.
 func mapNames(spec *ebpf.CollectionSpec) string {
-	names := sortedKeys(spec.Maps)
+	// ke_map_update_errors is the helpers' own (maphealth.go), never a metric.
+	names := slices.DeleteFunc(sortedKeys(spec.Maps), func(n string) bool { return n == UpdateErrorsMap })
 	if len(names) == 0 {
 		return "none"
 	}

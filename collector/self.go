@@ -44,6 +44,7 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 				float64(m.expired.Load()), c.name, m.Name)
 		}
 	}
+	c.collectMapHealth(ch) // maphealth.go
 }
 
 // LimitHits returns the metrics whose last read went over max_series, each

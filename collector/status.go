@@ -62,7 +62,8 @@ type AlternativeState struct {
 //
 // and, for configs that are up, the scrape self-metrics of their collector
 // (scrape duration and entries read of the last read, decoder errors, series
-// dropped, series expired by a ttl).
+// dropped, series expired by a ttl) and the health of their maps
+// (maphealth.go: entries, max_entries, memory and failed inserts per map).
 //
 // Label values (config names, reasons, paths) come from outside and are
 // made valid UTF-8 (invalid bytes become U+FFFD) so that one odd name never
@@ -120,6 +121,9 @@ func (s *Status) States() []State {
 func (s *Status) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, loadingDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
 		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc, seriesExpiredDesc} {
+		ch <- d
+	}
+	for _, d := range mapHealthDescs {
 		ch <- d
 	}
 }

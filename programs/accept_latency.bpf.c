@@ -85,7 +85,7 @@ static __always_inline void on_queued(struct sock *child)
 	__u64 now = bpf_ktime_get_ns();
 
 	if (child)
-		bpf_map_update_elem(&queued, &child, &now, BPF_ANY);
+		ke_update(&queued, &child, &now, BPF_ANY);
 }
 
 static __always_inline void on_accepted(struct sock *child, __u8 protocol)
@@ -118,7 +118,7 @@ static __always_inline void save_arg(void *p)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
-	bpf_map_update_elem(&args, &id, &p, BPF_ANY);
+	ke_update(&args, &id, &p, BPF_ANY);
 }
 
 static __always_inline void *take_arg(void)

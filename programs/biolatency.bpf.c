@@ -120,7 +120,7 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 		return 0;
 	old = f->rq;
 	if (old && old != (__u64)rq)
-		bpf_map_update_elem(&bio_start_overflow, &old, &f->ts, BPF_ANY);
+		ke_update(&bio_start_overflow, &old, &f->ts, BPF_ANY);
 	f->ts = bpf_ktime_get_ns();
 	f->rq = (__u64)rq;
 	return 0;

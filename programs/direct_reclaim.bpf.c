@@ -88,7 +88,7 @@ static __always_inline void reclaim_begin(__u32 kind)
 	};
 	__u64 ts = bpf_ktime_get_ns();
 
-	bpf_map_update_elem(&reclaim_start, &sk, &ts, BPF_ANY);
+	ke_update(&reclaim_start, &sk, &ts, BPF_ANY);
 }
 
 static __always_inline void reclaim_end(__u32 kind, __u64 nr_reclaimed)

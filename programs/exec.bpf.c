@@ -59,13 +59,13 @@ int BPF_PROG(sched_process_exec)
 
 	/* Reserve the "other" key first, so that it exists once the map is full. */
 	if (!bpf_map_lookup_elem(&process_execs_total, &other))
-		bpf_map_update_elem(&process_execs_total, &other, &zero, BPF_NOEXIST);
+		ke_update(&process_execs_total, &other, &zero, BPF_NOEXIST);
 
 	bpf_get_current_comm(key.comm, sizeof(key.comm));
 	val = bpf_map_lookup_elem(&process_execs_total, &key);
 	if (!val) {
 		/* Fails with -E2BIG when full, -EEXIST if another CPU won. */
-		bpf_map_update_elem(&process_execs_total, &key, &zero, BPF_NOEXIST);
+		ke_update(&process_execs_total, &key, &zero, BPF_NOEXIST);
 		val = bpf_map_lookup_elem(&process_execs_total, &key);
 		if (!val)
 			val = bpf_map_lookup_elem(&process_execs_total, &other);

@@ -62,7 +62,7 @@ static __always_inline void enter(__u64 ip)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct start s = { .ts = bpf_ktime_get_ns(), .ip = ip };
 
-	bpf_map_update_elem(&starts, &id, &s, BPF_ANY);
+	ke_update(&starts, &id, &s, BPF_ANY);
 }
 
 static __always_inline void leave(void)

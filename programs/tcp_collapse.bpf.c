@@ -70,7 +70,7 @@ static __always_inline void enter(__u32 fn)
 	struct start_key k = { .tid = (__u32)bpf_get_current_pid_tgid(), .function = fn };
 	__u64 now = bpf_ktime_get_ns();
 
-	bpf_map_update_elem(&starts, &k, &now, BPF_ANY);
+	ke_update(&starts, &k, &now, BPF_ANY);
 }
 
 static __always_inline void leave(__u32 fn)

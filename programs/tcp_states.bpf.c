@@ -138,7 +138,7 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, int oldstate,
 	}
 	if (newstate == TCP_SYN_SENT || newstate == TCP_SYN_RECV) {
 		now = bpf_ktime_get_ns();
-		bpf_map_update_elem(&tcp_handshake_start, &skaddr, &now, BPF_ANY);
+		ke_update(&tcp_handshake_start, &skaddr, &now, BPF_ANY);
 	}
 	return 0;
 }

@@ -119,7 +119,7 @@ static __always_inline void check_enter(struct sock *sk)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
-	bpf_map_update_elem(&checking, &id, &sk, BPF_ANY);
+	ke_update(&checking, &id, &sk, BPF_ANY);
 }
 
 static __always_inline void check_exit(struct sock *ret)

@@ -144,7 +144,7 @@ static __always_inline void on_synack(struct request_sock *req)
 		return;
 	if (BPF_CORE_READ_BITFIELD_PROBED(ireq, wscale_ok))
 		scale = BPF_CORE_READ_BITFIELD_PROBED(ireq, rcv_wscale);
-	bpf_map_update_elem(&announced, &t, &scale, BPF_ANY);
+	ke_update(&announced, &t, &scale, BPF_ANY);
 }
 
 static __always_inline __u16 label_port(__u16 port)
@@ -187,7 +187,7 @@ static __always_inline void select_enter(struct sock *sk)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
-	bpf_map_update_elem(&selecting, &id, &sk, BPF_ANY);
+	ke_update(&selecting, &id, &sk, BPF_ANY);
 }
 
 static __always_inline void select_exit(__u64 win, int scaled)

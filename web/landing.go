@@ -23,6 +23,7 @@ func Landing(status *collector.Status, metricsPath, version string) http.Handler
 		type row struct {
 			collector.State
 			Limits string
+			Full   string // maps at 90% of max_entries or more
 		}
 		var rows []row
 		for _, st := range status.States() {
@@ -41,6 +42,7 @@ func Landing(status *collector.Status, metricsPath, version string) http.Handler
 			rw := row{State: st}
 			if st.Collector != nil {
 				rw.Limits = strings.Join(st.Collector.LimitHits(), ", ")
+				rw.Full = strings.Join(st.Collector.FullMaps(), ", ")
 			}
 			rows = append(rows, rw)
 		}
@@ -66,7 +68,7 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 <td>{{if .Up}}<span class="up">up</span>{{else if .Loading}}<span class="loading">loading</span>{{else}}<span class="down">down{{if .OverBudget}}: over its {{.OverBudget}} budget{{end}}</span>{{end}}</td>
 <td>{{range .Programs}}{{.Name}} ({{.Section}}{{if .Alternative}}, alternative {{.Alternative}}{{end}}): {{if .Attached}}attached{{else}}not attached{{end}}<br>{{end}}</td>
 <td>{{range .Alternatives}}<b>{{.Name}}</b>: {{if .Chosen}}chose {{.Chosen}}{{else}}none works{{end}}{{range .Passed}}<br>passed over <pre>{{.}}</pre>{{end}}<br>{{end}}</td>
-<td>{{if .Up}}{{if .Limits}}<span class="loading">over its series limit</span> (the excess is summed into one series whose labels are all {{$.Overflow}}): {{.Limits}}{{end}}{{else if .Reason}}<pre>{{.Reason}}</pre>{{end}}</td>
+<td>{{if .Up}}{{if .Limits}}<span class="loading">over its series limit</span> (the excess is summed into one series whose labels are all {{$.Overflow}}): {{.Limits}}{{end}}{{if .Full}} <span class="loading">maps nearly full</span> (entries/max_entries): {{.Full}}{{end}}{{else if .Reason}}<pre>{{.Reason}}</pre>{{end}}</td>
 </tr>{{end}}
 </table>
 </body></html>
