@@ -18,7 +18,6 @@ package budget_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,13 +31,13 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/workload"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
@@ -61,17 +60,6 @@ func load(b *testing.B, names ...string) *exporter.Exporter {
 	return e
 }
 
-func getpidLoop(n int) {
-	for i := 0; i < n; i++ {
-		unix.Getpid()
-	}
-}
-
-func statsSysctl() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
-	return string(b)
-}
-
 // BenchmarkSamplingCost reports, from rounds alternating statistics off
 // and on (the fastest round of each kept, as other load on the machine only
 // slows a round), the ns one getpid() costs with no program, with the
@@ -81,7 +69,7 @@ func statsSysctl() string {
 // 2,000,000 calls each, default 7).
 func BenchmarkSamplingCost(b *testing.B) {
 	needRoot(b)
-	if s := statsSysctl(); s != "0\n" {
+	if s := workload.BPFStatsEnabled(); s != "0" {
 		b.Skipf("kernel.bpf_stats_enabled is %q: statistics are on already", s)
 	}
 	runtime.LockOSThread()
@@ -93,7 +81,7 @@ func BenchmarkSamplingCost(b *testing.B) {
 	}
 	timeLoop := func() float64 {
 		t0 := time.Now()
-		getpidLoop(calls)
+		workload.Getpid(calls)
 		return float64(time.Since(t0).Nanoseconds()) / calls
 	}
 	best := func(cur *float64, v float64) {
@@ -227,7 +215,7 @@ func storm(n int, stop <-chan struct{}) error {
 					return
 				default:
 				}
-				getpidLoop(10000)
+				workload.Getpid(10000)
 			}
 		})
 	}
@@ -283,14 +271,9 @@ func mixed(dir string, stop <-chan struct{}) error {
 		return c.Close()
 	})
 	every(10*time.Millisecond, func() error { return exec.Command("/bin/true").Run() })
-	every(time.Millisecond, func() error { return directIO(filepath.Join(dir, "direct.dat"), 64) })
+	every(time.Millisecond, func() error { return workload.DirectIO(filepath.Join(dir, "direct.dat"), 64) })
 	every(time.Millisecond, func() error {
-		for i := 0; i < 1000; i++ {
-			if _, err := unix.Open("/nonexistent/kernel_exporter", unix.O_RDONLY, 0); !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("open: want ENOENT, got %v", err)
-			}
-		}
-		return nil
+		return workload.FailingOpens(1000)
 	})
 	wg.Wait()
 	return first
@@ -301,33 +284,4 @@ func cmpOr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// directIO writes then reads n 4 KiB blocks of path with O_DIRECT.
-func directIO(path string, n int) error {
-	const block = 4096
-	buf, err := unix.Mmap(-1, 0, block, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return err
-	}
-	defer unix.Munmap(buf)
-	if uintptr(unsafe.Pointer(&buf[0]))%block != 0 {
-		return errors.New("unaligned buffer")
-	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_DIRECT, 0o600)
-	if err != nil {
-		return fmt.Errorf("open %s O_DIRECT: %w", path, err)
-	}
-	defer unix.Close(fd)
-	for i := 0; i < n; i++ {
-		if _, err := unix.Pwrite(fd, buf, int64(i*block)); err != nil {
-			return err
-		}
-	}
-	for i := 0; i < n; i++ {
-		if _, err := unix.Pread(fd, buf, int64(i*block)); err != nil {
-			return err
-		}
-	}
-	return nil
 }

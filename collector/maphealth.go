@@ -44,7 +44,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
@@ -305,104 +304,37 @@ func parseMemlock(b []byte) (uint64, error) {
 // lookups into buffers kept between reads (at most about counterBuf bytes,
 // or one entry), else key by key. Not safe for concurrent use.
 type entryCounter struct {
-	m        *ebpf.Map
-	keySize  int
-	stride   int // value bytes per entry (per-CPU: rounded to 8, times CPUs)
-	batch    int
-	keys     []byte
-	vals     []byte
-	inBatch  []byte
-	outBatch []byte
-	noBatch  bool
+	batch
+	noBatch bool
 }
 
 // counterBuf bounds the buffers of an entryCounter, in bytes.
 const counterBuf = 64 << 10
 
 func newEntryCounter(m *ebpf.Map) *entryCounter {
-	c := &entryCounter{m: m, keySize: max(int(m.KeySize()), 1), stride: max(int(m.ValueSize()), 1)}
+	keySize, stride := max(int(m.KeySize()), 1), max(int(m.ValueSize()), 1)
 	if isPerCPU(m.Type()) {
 		ncpu, err := ebpf.PossibleCPU()
 		if err != nil {
 			ncpu = 1
 		}
-		c.stride = (int(m.ValueSize()) + 7) / 8 * 8 * ncpu
+		stride = (int(m.ValueSize()) + 7) / 8 * 8 * ncpu
 	}
-	c.batch = max(1, min(int(m.MaxEntries()), counterBuf/(c.keySize+c.stride)))
-	return c
+	size := max(1, min(int(m.MaxEntries()), counterBuf/(keySize+stride)))
+	return &entryCounter{batch: newBatch(m, keySize, stride, size)}
 }
 
 // count returns the number of entries, at most max_entries.
 func (c *entryCounter) count() (int, error) {
+	limit := int(c.m.MaxEntries())
 	if !c.noBatch {
-		n, err := c.countBatch()
+		n, err := c.run(limit, nil)
 		if !errors.Is(err, errNoBatch) {
-			return n, err
+			return min(n, limit), err
 		}
 		c.noBatch = true
 	}
 	return c.countKeys()
-}
-
-func (c *entryCounter) grow() {
-	c.growValues()
-	cursor := max(c.keySize, 4)
-	c.inBatch = make([]byte, cursor)
-	c.outBatch = make([]byte, cursor)
-}
-
-// growValues sizes the key and value buffers for c.batch entries.
-func (c *entryCounter) growValues() {
-	c.keys = make([]byte, c.batch*c.keySize)
-	c.vals = make([]byte, c.batch*c.stride)
-}
-
-func (c *entryCounter) countBatch() (int, error) {
-	if len(c.keys) != c.batch*c.keySize {
-		c.grow()
-	}
-	limit := int(c.m.MaxEntries())
-	total := 0
-	first := true
-	for total < limit {
-		attr := bpfBatchAttr{
-			OutBatch: unsafe.Pointer(&c.outBatch[0]),
-			Keys:     unsafe.Pointer(&c.keys[0]),
-			Values:   unsafe.Pointer(&c.vals[0]),
-			Count:    uint32(c.batch),
-			MapFD:    uint32(c.m.FD()),
-		}
-		if !first {
-			attr.InBatch = unsafe.Pointer(&c.inBatch[0])
-		}
-		_, _, errno := unix.Syscall(unix.SYS_BPF, bpfMapLookupBatch, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-		switch errno {
-		case 0, unix.ENOENT:
-		case unix.ENOSPC:
-			// The next hash bucket holds more entries than the batch:
-			// grow it and ask again from the same place.
-			if c.batch < limit {
-				c.batch = min(c.batch*2, limit)
-				c.growValues()
-				continue
-			}
-			return total, fmt.Errorf("batch lookup %s: %w", c.m, errno)
-		case unix.EINVAL, unix.EOPNOTSUPP, unix.Errno(524): // 524: ENOTSUPP
-			if first {
-				return 0, errNoBatch
-			}
-			return total, fmt.Errorf("batch lookup %s: %w", c.m, errno)
-		default:
-			return total, fmt.Errorf("batch lookup %s: %w", c.m, errno)
-		}
-		total += int(attr.Count)
-		if errno == unix.ENOENT {
-			break
-		}
-		first = false
-		copy(c.inBatch, c.outBatch)
-	}
-	return min(total, limit), nil
 }
 
 // countKeys walks the keys with BPF_MAP_GET_NEXT_KEY, at most max_entries

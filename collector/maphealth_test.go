@@ -40,13 +40,8 @@ func kernelMemlock(t *testing.T, m *ebpf.Map) uint64 {
 	return v
 }
 
-// TestMapHealth checks entries, max_entries and memory of a hash map a
-// metric reads (counted by that read, not by a pass of its own), of an
-// array, of hash maps no metric reads (counted by batch lookups and by
-// keys), of a ring buffer (no entries) and that internal maps are left out;
-// and that a map at 90% is logged once and listed by FullMaps.
-func TestMapHealth(t *testing.T) {
-	const y = `metrics:
+// opsYAML is one counter, ops_total, keyed by a u32 op.
+const opsYAML = `metrics:
   counters:
     - name: ops_total
       help: ops
@@ -56,7 +51,14 @@ func TestMapHealth(t *testing.T) {
           decoders:
             - name: uint
 `
-	c, maps := fixture(t, y,
+
+// TestMapHealth checks entries, max_entries and memory of a hash map a
+// metric reads (counted by that read, not by a pass of its own), of an
+// array, of hash maps no metric reads (counted by batch lookups and by
+// keys), of a ring buffer (no entries) and that internal maps are left out;
+// and that a map at 90% is logged once and listed by FullMaps.
+func TestMapHealth(t *testing.T) {
+	c, maps := fixture(t, opsYAML,
 		&ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 100},
 		&ebpf.MapSpec{Name: "slots", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 37},
 		&ebpf.MapSpec{Name: "starts", Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 1000, Flags: unix.BPF_F_NO_PREALLOC}, // memory grows with entries (6.4+)
@@ -169,7 +171,7 @@ func TestEntryCounterKeys(t *testing.T) {
 		t.Errorf("count by keys = %d, %v; want 40", n, err)
 	}
 	c = newEntryCounter(m)
-	c.batch = 3 // several batches
+	c.size = 3 // several batches
 	if n, err := c.count(); err != nil || n != 40 || c.noBatch {
 		t.Errorf("count by batches = %d, %v (noBatch %v); want 40", n, err, c.noBatch)
 	}
@@ -179,17 +181,7 @@ func TestEntryCounterKeys(t *testing.T) {
 // are summed and served under the name of the map with that id, that ids
 // of other maps are ignored, and that every hash-like map gets a series.
 func TestMapUpdateErrors(t *testing.T) {
-	const y = `metrics:
-  counters:
-    - name: ops_total
-      help: ops
-      labels:
-        - name: op
-          size: 4
-          decoders:
-            - name: uint
-`
-	c, maps := fixture(t, y,
+	c, maps := fixture(t, opsYAML,
 		&ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 10},
 		&ebpf.MapSpec{Name: "starts", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 10},
 		&ebpf.MapSpec{Name: "slots", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 10},

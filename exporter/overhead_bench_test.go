@@ -31,13 +31,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/workload"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
@@ -50,31 +50,13 @@ func needRoot(b *testing.B) {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// bpfStatsEnabled reports kernel.bpf_stats_enabled: while it is 1 every
-// program run also reads the clock twice, which inflates overhead figures.
-func bpfStatsEnabled() string {
-	b, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// getpidLoop makes n getpid system calls. unix.Getpid is a raw syscall:
-// neither libc nor the Go runtime caches the result.
-func getpidLoop(n int) {
-	for i := 0; i < n; i++ {
-		unix.Getpid()
-	}
-}
-
 // BenchmarkGetpidOverhead reports the ns one getpid() costs without and with
 // the syscalls program attached, and the difference (ns-added/call).
 func BenchmarkGetpidOverhead(b *testing.B) {
 	needRoot(b)
 	var without, with float64
 	b.Run("without", func(b *testing.B) {
-		getpidLoop(b.N)
+		workload.Getpid(b.N)
 		without = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 	})
 	e := exporter.New(exporter.Options{Sources: []exporter.Source{{Name: "syscalls"}}, CacheSize: 1 << 20, Logger: quietLogger()})
@@ -85,7 +67,7 @@ func BenchmarkGetpidOverhead(b *testing.B) {
 		b.Fatalf("syscalls program did not load: %s", f[0].Reason)
 	}
 	b.Run("with-syscalls", func(b *testing.B) {
-		getpidLoop(b.N)
+		workload.Getpid(b.N)
 		with = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 		if without > 0 {
 			b.ReportMetric(with-without, "ns-added/call")
@@ -112,7 +94,7 @@ func BenchmarkGetpidOverhead(b *testing.B) {
 		b.Fatal("kernel_syscalls_total{syscall=\"getpid\"} did not move")
 	}
 	fmt.Printf("getpid: %.1f ns without, %.1f ns with the syscalls program: %+.1f ns per call (kernel.bpf_stats_enabled=%s)\n",
-		without, with, with-without, bpfStatsEnabled())
+		without, with, with-without, workload.BPFStatsEnabled())
 }
 
 // overheadSeconds is how long BenchmarkProgramOverhead runs its workload:
@@ -310,7 +292,7 @@ func runWorkload(dir string, d time.Duration) error {
 			}
 		}()
 	}
-	run("direct I/O", func() error { return directIO(filepath.Join(dir, "direct.dat"), 256) })
+	run("direct I/O", func() error { return workload.DirectIO(filepath.Join(dir, "direct.dat"), 256) })
 	tcp, err := newEchoServer()
 	if err != nil {
 		return err
@@ -328,46 +310,14 @@ func runWorkload(dir string, d time.Duration) error {
 	}
 	run("exec", func() error { return exec.Command("/bin/true").Run() })
 	run("failing syscalls", func() error {
-		for i := 0; i < 1000; i++ {
-			if _, err := unix.Open("/nonexistent/kernel_exporter", unix.O_RDONLY, 0); !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("open: want ENOENT, got %v", err)
-			}
+		if err := workload.FailingOpens(1000); err != nil {
+			return err
 		}
 		time.Sleep(time.Millisecond)
 		return nil
 	})
 	wg.Wait()
 	return first
-}
-
-// directIO writes then reads n 4 KiB blocks of path with O_DIRECT, so that
-// each one is a block request.
-func directIO(path string, n int) error {
-	const block = 4096
-	buf, err := unix.Mmap(-1, 0, block, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return err
-	}
-	defer unix.Munmap(buf)
-	if uintptr(unsafe.Pointer(&buf[0]))%block != 0 {
-		return errors.New("unaligned buffer")
-	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_DIRECT, 0o600)
-	if err != nil {
-		return fmt.Errorf("open %s O_DIRECT: %w", path, err)
-	}
-	defer unix.Close(fd)
-	for i := 0; i < n; i++ {
-		if _, err := unix.Pwrite(fd, buf, int64(i*block)); err != nil {
-			return err
-		}
-	}
-	for i := 0; i < n; i++ {
-		if _, err := unix.Pread(fd, buf, int64(i*block)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // echoServer echoes what loopback TCP clients send.

@@ -1,15 +1,12 @@
 package integration
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/loader"
@@ -102,36 +99,5 @@ func TestMemoryBudgetRefusesBigMap(t *testing.T) {
 	}
 	if !names["timer_starts_to"] { // map names are cut to 15 bytes
 		t.Errorf("no map named timer_starts_to in the kernel: the enumeration missed timers' map (names %v)", names)
-	}
-}
-
-// kernelMapNames returns the names of every BPF map in the kernel
-// (BPF_MAP_GET_NEXT_ID), as the kernel keeps them (15 bytes at most).
-func kernelMapNames(t *testing.T) map[string]bool {
-	t.Helper()
-	names := map[string]bool{}
-	var id ebpf.MapID
-	for {
-		next, err := ebpf.MapGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			return names
-		}
-		if err != nil {
-			t.Fatalf("map ids: %v", err)
-		}
-		id = next
-		m, err := ebpf.NewMapFromID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // gone meanwhile
-		}
-		if err != nil {
-			t.Fatalf("map id %d: %v", id, err)
-		}
-		info, err := m.Info()
-		m.Close()
-		if err != nil {
-			t.Fatalf("map id %d: %v", id, err)
-		}
-		names[info.Name] = true
 	}
 }

@@ -1,13 +1,10 @@
 package integration
 
 import (
-	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,41 +22,6 @@ func fillCalls(t *testing.T, from, to int) {
 			t.Fatalf("getpriority(%#x, %d): %v, want EINVAL", fillWhich, who, errno)
 		}
 	}
-}
-
-// kernelMap opens the one live map named name with max_entries max (the
-// exporter's, found by id).
-func kernelMap(t *testing.T, name string, max uint32) *ebpf.Map {
-	t.Helper()
-	var found *ebpf.Map
-	for id := ebpf.MapID(0); ; {
-		next, err := ebpf.MapGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		id = next
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		info, err := m.Info()
-		if err != nil || info.Name != name || info.MaxEntries != max {
-			m.Close()
-			continue
-		}
-		if found != nil {
-			t.Fatalf("more than one live map %s with max_entries %d", name, max)
-		}
-		found = m
-	}
-	if found == nil {
-		t.Fatalf("no live map %s", name)
-	}
-	t.Cleanup(func() { found.Close() })
-	return found
 }
 
 // TestMapHealth runs a user program whose 64-entry hash map fills up: 100
@@ -107,7 +69,7 @@ func TestMapHealth(t *testing.T) {
 	if n := ms.Series("kernel_fill_total", nil); n != 64 {
 		t.Errorf("kernel_fill_total has %d series, want 64 (one per key that got in)", n)
 	}
-	m := kernelMap(t, "fill_total", 64)
+	m := findMap(t, "fill_total", 64)
 	info, err := m.Info()
 	if err != nil {
 		t.Fatal(err)

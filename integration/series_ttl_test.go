@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf"
 )
 
 // ttlYAML exports testdata/ttl/getppid.bpf.c: getppid calls per process,
@@ -122,8 +119,7 @@ func TestSeriesTTL(t *testing.T) {
 	// With no scrape at all (the exporter's background reads expire
 	// keys), within 20 s of the last child every child's key is gone from
 	// the BPF map, and this process's key stays.
-	m := findMap(t, "ttl_calls_total")
-	defer m.Close()
+	m := findMap(t, "ttl_calls_total", 0)
 	left := func() (int, bool) {
 		keys := map[uint32]bool{}
 		var k uint32
@@ -181,38 +177,4 @@ func TestSeriesTTL(t *testing.T) {
 	} else {
 		t.Logf("active process: %d getppid calls, all counted", want)
 	}
-}
-
-// findMap opens the BPF map named name (the newest, if several).
-func findMap(t *testing.T, name string) *ebpf.Map {
-	t.Helper()
-	var found *ebpf.Map
-	id := ebpf.MapID(0)
-	for {
-		next, err := ebpf.MapGetNextID(id)
-		if errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		id = next
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		info, err := m.Info()
-		if err != nil || info.Name != name {
-			m.Close()
-			continue
-		}
-		if found != nil {
-			found.Close()
-		}
-		found = m
-	}
-	if found == nil {
-		t.Fatalf("no BPF map named %s", name)
-	}
-	return found
 }
