@@ -190,6 +190,10 @@ test-kernels: test-deps
 #   make bench-overhead  BPF run time per event (run_time_ns / run_cnt) of
 #                        every bundled program under a standard local
 #                        workload, with kernel.bpf_stats_enabled=1
+#   make bench-budget    what the CPU budget's sampled statistics add per
+#                        event, and every bundled program's BPF CPU seconds
+#                        per second under the integration tests' loads (the
+#                        figures behind --bpf.cpu-budget's default)
 #
 # BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
 # OVERHEAD_SECONDS (default 10) is how long the workload runs.
@@ -198,7 +202,7 @@ test-kernels: test-deps
 BENCH_TIME       ?= 5x
 OVERHEAD_SECONDS ?= 10
 
-.PHONY: bench bench-overhead
+.PHONY: bench bench-overhead bench-budget
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
@@ -206,6 +210,10 @@ bench:
 
 bench-overhead:
 	KE_OVERHEAD_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench ProgramOverhead -benchtime 1x -timeout 30m ./exporter/
+
+bench-budget:
+	CGO_ENABLED=0 $(GO) test -run '^$$' -bench SamplingCost -benchtime 1x -timeout 10m ./budget/
+	KE_BUDGET_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench BundledCPU -benchtime 1x -timeout 30m ./budget/
 
 # ---------------------------------------------------------------------------
 # End of benchmarks section
