@@ -189,7 +189,7 @@ func TestStartHelper(t *testing.T) {
 	if _, err := c.OpenTracepoint("syscalls", "no_such_event"); err == nil || !strings.Contains(err.Error(), "no_such_event") {
 		t.Errorf("unknown tracepoint: %v", err)
 	}
-	caps, err := loader.StatusCaps("/proc/" + itoa(c.Pid()) + "/status")
+	caps, err := loader.StatusCaps("/proc/" + strconv.Itoa(c.Pid()) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,5 +208,3 @@ func TestStartHelper(t *testing.T) {
 		t.Errorf("helper %d still there after Close: %v", pid, err)
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
