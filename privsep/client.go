@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
 // Client is the exporter's end of the helper: its process and socket. Its
@@ -32,7 +34,7 @@ type Options struct {
 	Args []string
 	// Stderr receives the helper's log (default os.Stderr).
 	Stderr io.Writer
-	Logger *slog.Logger
+	Logger *slog.Logger // unused by Start; StartLogged's
 }
 
 // Start starts the helper (see the package doc) and returns its client.
@@ -205,4 +207,43 @@ func (c *Client) Close() error {
 		<-c.done
 	}
 	return nil
+}
+
+// StartLogged is Start for the exporter's main: the helper's failure to
+// start is logged at WARN and gives nil (the CPU budget then measures
+// only while statistics are on otherwise, and re-attaches need the
+// capabilities kept with --capabilities.keep).
+func StartLogged(log *slog.Logger) *Client {
+	c, err := Start(Options{Logger: log})
+	if err != nil {
+		log.Warn("privileged helper not started: the CPU budget cannot turn BPF statistics on or re-attach tracepoint programs after the capability drop", "err", err)
+		return nil
+	}
+	log.Info("privileged helper started", "pid", c.Pid())
+	return c
+}
+
+// StatsFunc returns c.EnableStats for budget.CPUOptions.EnableStats, or nil
+// for a nil client (the supervisor then calls BPF_ENABLE_STATS itself).
+func (c *Client) StatsFunc() func() (io.Closer, error) {
+	if c == nil {
+		return nil
+	}
+	return c.EnableStats
+}
+
+// Tracepoints returns c as a loader.TracepointOpener for
+// exporter.Options.Tracepoints, or a nil interface for a nil client.
+func (c *Client) Tracepoints() loader.TracepointOpener {
+	if c == nil {
+		return nil
+	}
+	return c
+}
+
+// Stop is Close for a client that may be nil.
+func (c *Client) Stop() {
+	if c != nil {
+		c.Close()
+	}
 }
