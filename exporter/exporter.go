@@ -468,7 +468,6 @@ func (e *Exporter) Reattach(config string) error {
 		e.Status.Update(st, func(cur *collector.State) {
 			cur.Reason = "re-attach after the budget's backoff failed: " + err.Error()
 		})
-		e.log.Warn("config re-attach failed", "config", config, "err", err)
 		return err
 	}
 	lc.detached = false

@@ -50,7 +50,7 @@ func Main(log *slog.Logger) int {
 		log.Error("privileged helper: dropping capabilities failed", "err", err)
 		return 1
 	}
-	log.Info("privileged helper started", "pid", os.Getpid(), "cap_eff", r.After.Effective.Hex(), "effective", r.After.Effective.String())
+	log.Info("privileged helper running", "pid", os.Getpid(), "cap_eff", r.After.Effective.Hex(), "effective", r.After.Effective.String())
 	if err := serve(socketFD, realOps{}); err != nil {
 		log.Error("privileged helper", "err", err)
 		return 1
