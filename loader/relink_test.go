@@ -197,3 +197,29 @@ func TestRelinkCapBPFOnly(t *testing.T) {
 		t.Errorf("tracepoint program linked through the perf event fd ran %d times for 10 getpid(), want at least 10", rep.Runs)
 	}
 }
+
+// TestRelinkError: a re-attach refused permission names the capability of
+// its attach kind and --capabilities.keep; other errors pass unchanged.
+func TestRelinkError(t *testing.T) {
+	for _, tc := range []struct {
+		section string
+		opener  bool
+		err     error
+		want    string
+	}{
+		{"perf_event", true, unix.EACCES, "needs CAP_PERFMON; keep it with --capabilities.keep=perfmon"},
+		{"uprobe", true, fmt.Errorf("opening perf event: %w", unix.EACCES), "--capabilities.keep=perfmon"},
+		{"kprobe/vfs_read", false, unix.EPERM, "needs CAP_PERFMON"},
+		{"tracepoint/syscalls/sys_enter_getpid", false, unix.EACCES, "--capabilities.keep=perfmon,dac_read_search"},
+		{"tp_btf/sys_enter", false, unix.EINVAL, "invalid argument"},
+	} {
+		got := relinkError(tc.section, tc.opener, tc.err).Error()
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("relinkError(%s, %v) = %q, want it to contain %q", tc.section, tc.err, got, tc.want)
+		}
+	}
+	var o Object
+	if err := o.Reattach(nil); err == nil {
+		t.Error("Reattach of an object never loaded succeeded")
+	}
+}
