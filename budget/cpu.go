@@ -89,7 +89,8 @@ type Target struct {
 	// Detach takes config down, with reason (which says "budget" and
 	// the measured rate).
 	Detach func(config, reason string)
-	// Reattach loads config again; an error leaves it down and it is
+	// Reattach attaches config again (the exporter re-links its loaded
+	// programs); an error leaves it down and it is
 	// tried again after the same backoff.
 	Reattach func(config string) error
 }
@@ -232,7 +233,7 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 			if warn {
 				// Without them, run time advances only while something
 				// else turned them on (kernel.bpf_stats_enabled).
-				s.log.Warn("CPU budget: cannot turn BPF run-time statistics on (BPF_ENABLE_STATS needs CAP_SYS_ADMIN): measuring only while kernel.bpf_stats_enabled is 1; keep the capability with --capabilities.keep=sys_admin or use --bpf.stats", "err", err)
+				s.log.Warn("CPU budget: cannot turn BPF run-time statistics on (BPF_ENABLE_STATS needs CAP_SYS_ADMIN, held by the privileged helper or kept with --capabilities.keep=sys_admin): measuring only while kernel.bpf_stats_enabled is 1; or use --bpf.stats", "err", err)
 			}
 		} else {
 			defer closer.Close()

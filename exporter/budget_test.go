@@ -4,8 +4,12 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
@@ -78,5 +82,97 @@ func TestMemoryLedger(t *testing.T) {
 	e.Close()
 	if u := e.Memory.Used(); u != 0 {
 		t.Errorf("ledger holds %d bytes after Close", u)
+	}
+}
+
+// countingOpener opens tracepoint perf events in this process, counting
+// the calls (the privileged helper's part).
+type countingOpener struct{ calls int }
+
+func (o *countingOpener) OpenTracepoint(group, event string) (*os.File, error) {
+	o.calls++
+	b, err := os.ReadFile("/sys/kernel/tracing/events/" + group + "/" + event + "/id")
+	if err != nil {
+		return nil, err
+	}
+	id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return nil, err
+	}
+	attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id, Sample_type: unix.PERF_SAMPLE_RAW, Sample: 1, Wakeup: 1}
+	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "perf_event"), nil
+}
+
+// timerStarts sums the timers config's series as a scrape reads them.
+func timerStarts(t *testing.T, e *exporter.Exporter) (sum float64, series int) {
+	t.Helper()
+	for _, sn := range e.Status.Read() {
+		for _, f := range sn.Families {
+			if f.Name != "kernel_timer_starts_total" {
+				continue
+			}
+			for i := range f.Len() {
+				sum += f.Value(i)
+				series++
+			}
+		}
+	}
+	return sum, series
+}
+
+// TestDetachKeepsSeries detaches the bundled timers config (a tracepoint
+// program): it is down, over budget, its program not attached, while its
+// series stay readable and frozen; Reattach re-links it through the
+// tracepoint opener, without reloading, and the counts move on from where
+// they were.
+func TestDetachKeepsSeries(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "loading BPF programs needs root")
+	}
+	op := &countingOpener{}
+	e := exporter.New(exporter.Options{Sources: []exporter.Source{{Name: "timers"}}, CacheSize: 1 << 10, Tracepoints: op, Logger: quietLogger()})
+	defer e.Close()
+	e.Start(context.Background())
+	<-e.Loaded()
+	time.Sleep(200 * time.Millisecond)
+	before, n := timerStarts(t, e)
+	if n == 0 || before == 0 {
+		t.Fatalf("timers counted nothing: %v in %d series (%v)", before, n, e.Failed())
+	}
+	if err := e.Detach("timers", budget.ResourceCPU, "over its CPU budget: test"); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Status.States()[0]
+	if st.Up || st.OverBudget != budget.ResourceCPU || !strings.Contains(st.Reason, "budget") || st.Programs[0].Attached {
+		t.Errorf("detached state: up %v over %q reason %q attached %v", st.Up, st.OverBudget, st.Reason, st.Programs[0].Attached)
+	}
+	held, _ := timerStarts(t, e)
+	time.Sleep(300 * time.Millisecond)
+	frozen, n2 := timerStarts(t, e)
+	if n2 == 0 || frozen != held || held < before {
+		t.Errorf("detached: %v then %v in %d series, want the same, at least %v", held, frozen, n2, before)
+	}
+	if err := e.Reattach("timers"); err != nil {
+		t.Fatal(err)
+	}
+	if op.calls != 1 {
+		t.Errorf("tracepoint opener called %d times, want 1", op.calls)
+	}
+	st = e.Status.States()[0]
+	if !st.Up || st.OverBudget != "" || st.Reason != "" || !st.Programs[0].Attached {
+		t.Errorf("re-attached state: up %v over %q reason %q attached %v", st.Up, st.OverBudget, st.Reason, st.Programs[0].Attached)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after, _ := timerStarts(t, e)
+	if after <= frozen {
+		t.Errorf("re-attached: %v, want more than %v (no reset, counting again)", after, frozen)
+	}
+	t.Logf("timer starts: %v at detach, %v frozen, %v after re-attach", held, frozen, after)
+	if err := e.Reattach("timers"); err == nil {
+		t.Error("second Reattach succeeded")
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +56,11 @@ type Options struct {
 	// MemoryBudget bounds the estimated kernel memory of all configs' maps
 	// together, in bytes (--bpf.memory-budget; 0: no budget).
 	MemoryBudget uint64
-	Logger       *slog.Logger
+	// Tracepoints opens tracepoint perf events for Reattach once the
+	// process has dropped CAP_PERFMON (privsep.Client); nil: Reattach
+	// opens them itself, as at load.
+	Tracepoints loader.TracepointOpener
+	Logger      *slog.Logger
 }
 
 // DefaultLoadTimeout is the default of Options.LoadTimeout
@@ -404,73 +407,83 @@ func (e *Exporter) Close() {
 	e.Memory.ReleaseAll()
 }
 
-// liveConfig is what Detach undoes for a config that is up.
+// liveConfig is a config that is up or detached.
 type liveConfig struct {
-	obj   *loader.Object
-	c     *collector.Config
-	names []string
+	obj      *loader.Object
+	c        *collector.Config
+	names    []string
+	detached bool // by Detach, until Reattach
 }
 
 // Detach takes a config that is up down for reason, having gone over the
-// budget of resource (budget.ResourceCPU): its programs are detached and
-// its maps freed (its loader.Object is closed), its state is down with
-// reason and OverBudget set to resource, and its metric families are
-// unregistered and their names released, so its series leave /metrics
-// (kernel_exporter_config_up is 0 and kernel_exporter_config_error_info
-// gives reason). It counts kernel_exporter_budget_exceeded_total and logs
-// a WARN. It returns an error when the config is not up.
+// budget of resource (budget.ResourceCPU): its programs' links are closed
+// (loader.Object.Detach), so they stop running, while its programs and
+// maps stay loaded, with their memory reservation, and its collector stays
+// registered: its series stay in /metrics with the values they had
+// (counters stop moving; a ttl metric's series still expire). Its state
+// is down (kernel_exporter_config_up 0) with reason
+// (kernel_exporter_config_error_info) and OverBudget set to resource, its
+// programs not attached. It counts kernel_exporter_budget_exceeded_total
+// and logs a WARN. It returns an error when the config is not up.
 func (e *Exporter) Detach(config, resource, reason string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	lc, ok := e.live[config]
-	if !ok || e.closed {
+	if !ok || lc.detached || e.closed {
 		return fmt.Errorf("config %s is not up", config)
 	}
 	st, _ := e.state(config)
-	// State first: a scrape that starts now no longer reads the maps.
 	e.Status.Update(st, func(cur *collector.State) {
-		cur.Up, cur.Loading, cur.Collector = false, false, nil
+		cur.Up, cur.Loading = false, false
 		cur.Reason, cur.OverBudget = reason, resource
 		for i := range cur.Programs {
 			cur.Programs[i].Attached = false
 		}
 	})
-	e.Registry.Unregister(lc.c.Descs())
-	for _, n := range lc.names {
-		delete(e.claims, n)
-	}
-	delete(e.live, config)
-	e.objects = slices.DeleteFunc(e.objects, func(o *loader.Object) bool { return o == lc.obj })
-	lc.obj.Close()
+	lc.obj.Detach()
+	lc.detached = true
+	e.live[config] = lc
 	e.Exceeded.Inc(config, resource)
 	e.log.Warn("config detached: over budget", "config", config, "resource", resource, "reason", reason)
 	return nil
 }
 
-// Reattach loads a config taken down by Detach again, as at start (parse,
-// load, attach, register), and waits for the load to end. It returns the
-// load's error (the config then stays down with it as reason), or an
-// error when the config is up or unknown or Start has not run.
+// Reattach links the programs of a config taken down by Detach again
+// (loader.Object.Reattach, with Options.Tracepoints for tracepoint
+// programs): nothing is reloaded, its maps carry on from the values they
+// held, and the config is up again with its reason and OverBudget
+// cleared. Errors: the re-link's, which names the capability missing and
+// --capabilities.keep (the config then stays down, its reason saying the
+// re-attach failed, and its programs detached), or an error when the
+// config is not detached or the exporter is closed.
 func (e *Exporter) Reattach(config string) error {
 	e.mu.Lock()
-	st, src := e.state(config)
-	env := e.env
-	if st == nil || env == nil || e.closed || e.live[config].obj != nil {
-		e.mu.Unlock()
+	defer e.mu.Unlock()
+	lc, ok := e.live[config]
+	st, _ := e.state(config)
+	if !ok || !lc.detached || st == nil || e.closed {
 		return fmt.Errorf("config %s cannot be re-attached: not detached", config)
 	}
+	if err := lc.obj.Reattach(e.opts.Tracepoints); err != nil {
+		e.Status.Update(st, func(cur *collector.State) {
+			cur.Reason = "re-attach after the budget's backoff failed: " + err.Error()
+		})
+		return err
+	}
+	lc.detached = false
+	e.live[config] = lc
 	e.Status.Update(st, func(cur *collector.State) {
-		*cur = collector.State{Name: cur.Name, Source: cur.Source, Loading: true}
-	})
-	e.mu.Unlock()
-	e.run(st, src, env)
-	var err error
-	e.Status.Update(st, func(cur *collector.State) {
-		if !cur.Up {
-			err = errors.New(cur.Reason)
+		cur.Up, cur.Reason, cur.OverBudget = true, "", ""
+		for i := range cur.Programs {
+			for _, p := range lc.obj.Programs {
+				if p.Name == cur.Programs[i].Name {
+					cur.Programs[i].Attached = p.Attached()
+				}
+			}
 		}
 	})
-	return err
+	e.log.Info("config re-attached", "config", config, "programs", len(lc.obj.Programs))
+	return nil
 }
 
 // state returns the state and source of config (nil when unknown).

@@ -14,6 +14,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/loader"
+	"github.com/kernel-exporter/kernel_exporter/privsep"
 )
 
 // budgetSpinEnv makes this test binary a spinner (see init): two threads
@@ -22,6 +25,10 @@ import (
 const (
 	budgetSpinEnv  = "KERNEL_EXPORTER_IT_BUDGET_SPIN"
 	budgetSpinComm = "kx-budget-spin"
+	// budgetCommEnv names the threads otherwise: budgetTickComm makes
+	// the same getpid() calls, which the spin program does not spin on.
+	budgetCommEnv  = "KERNEL_EXPORTER_IT_BUDGET_COMM"
+	budgetTickComm = "kx-budget-tick"
 )
 
 func init() {
@@ -37,12 +44,16 @@ func init() {
 	// Two threads (the name is per thread: only they spin), so that the
 	// program's rate is well above the default budget (0.5) even on a
 	// busy 2-CPU machine.
+	comm := budgetSpinComm
+	if os.Getenv(budgetCommEnv) == budgetTickComm {
+		comm = budgetTickComm
+	}
 	deadline := time.Now().Add(time.Duration(secs) * time.Second)
 	errc := make(chan error, 2)
 	for range 2 {
 		go func() {
 			runtime.LockOSThread()
-			name, _ := unix.BytePtrFromString(budgetSpinComm)
+			name, _ := unix.BytePtrFromString(comm)
 			if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0); err != nil {
 				errc <- err
 				return
@@ -73,18 +84,27 @@ const spinYAML = `metrics:
   counters:
     - name: budget_spins_total
       help: Syscalls the budget test program spun on
+    - name: budget_getpids_total
+      help: getpid() calls of the budget test's threads
 `
 
 // startSpinner starts the spinner for secs seconds and returns once it
 // spins; it is killed at cleanup.
 func startSpinner(t *testing.T, secs int) *exec.Cmd {
 	t.Helper()
+	return startBudgetProc(t, secs, budgetSpinComm)
+}
+
+// startBudgetProc starts this binary as a spinner whose threads are named
+// comm (budgetSpinComm or budgetTickComm).
+func startBudgetProc(t *testing.T, secs int, comm string) *exec.Cmd {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), budgetSpinEnv+"="+strconv.Itoa(secs))
+	cmd.Env = append(os.Environ(), budgetSpinEnv+"="+strconv.Itoa(secs), budgetCommEnv+"="+comm)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -102,26 +122,29 @@ func startSpinner(t *testing.T, secs int) *exec.Cmd {
 }
 
 // TestBudgetCPU loads every bundled program and a user program that spins
-// 20 µs at each syscall entry of two threads of one process, with the default budget,
-// period and window, under the integration tests' load (execs and
+// 20 µs at each syscall entry of two threads of one process, with the
+// default budget, period, window and capabilities (everything but CAP_BPF
+// dropped after attach), under the integration tests' load (execs and
 // loopback TCP as in TestPerfLoad, O_DIRECT I/O) plus the spinner's
-// syscalls. The spinning config is detached within 60 s of the spinner's
-// start, with every signal (config_up 0, a reason saying "budget" with the
-// measured rate, budget_exceeded_total{resource="cpu"} 1, a WARN line,
-// the landing page), its series leave /metrics, and it is attached again
-// after --bpf.budget-backoff. No bundled config is ever detached.
+// syscalls. After the drop the exporter's CapEff is CAP_BPF alone and its
+// privileged helper's exactly privsep.HelperCapabilities. The spinning
+// config is detached within 60 s of the spinner's start, with every signal
+// (config_up 0, a reason saying "budget" with the measured rate,
+// budget_exceeded_total{resource="cpu"} 1, a WARN line, the landing page);
+// its series stay in /metrics with their values frozen; it is attached
+// again after --bpf.budget-backoff, its tracepoint program through the
+// helper, and its counts move on from where they were. No bundled config
+// is ever detached.
 func TestBudgetCPU(t *testing.T) {
 	dir := t.TempDir()
 	compileBPF(t, filepath.Join("integration", "testdata", "budget", "spin.bpf.c"), filepath.Join(dir, "spin.bpf.o"), "-DSPIN_NS=20000")
 	writeProbeConfig(t, dir, "spin", spinYAML)
-	// Sampling turns statistics on (CAP_SYS_ADMIN) and re-attaching loads
-	// a program (CAP_PERFMON) after the capability drop.
-	e := Start(t, "--programs=all", "--config.dir="+dir, "--config.names=spin",
-		"--bpf.budget-backoff=1s", "--capabilities.keep=sys_admin,perfmon,dac_read_search")
+	e := Start(t, "--programs=all", "--config.dir="+dir, "--config.names=spin", "--bpf.budget-backoff=1s")
 	ms := e.Scrape()
 	if v := ms.Value("kernel_exporter_config_up", L("config", "spin")); v != 1 {
 		t.Fatalf("spin config not up\n%s", e.Logs())
 	}
+	checkPrivsepCaps(t, e)
 	var bundled []string
 	for _, c := range ms.LabelValues("kernel_exporter_config_up", "config") {
 		if c != "spin" && ms.Value("kernel_exporter_config_up", L("config", c)) == 1 {
@@ -174,8 +197,8 @@ func TestBudgetCPU(t *testing.T) {
 	if v := ms.Value("kernel_exporter_budget_exceeded_total", L("config", "spin", "resource", "cpu")); v != 1 {
 		t.Errorf("budget_exceeded_total{config=spin,resource=cpu} = %v, want 1", v)
 	}
-	if n := ms.Series("kernel_budget_spins_total", nil); n != 0 {
-		t.Errorf("kernel_budget_spins_total still has %d series while detached", n)
+	if v := ms.Value("kernel_exporter_program_attached", L("config", "spin", "program", "budget_getpid")); v != 0 {
+		t.Errorf("program_attached{budget_getpid} = %v while detached, want 0", v)
 	}
 	if !strings.Contains(e.Logs(), "level=WARN") || !strings.Contains(e.Logs(), "config detached: over budget") {
 		t.Errorf("no WARN line for the detach\n%s", e.Logs())
@@ -183,21 +206,47 @@ func TestBudgetCPU(t *testing.T) {
 	if row := landingRow(e.Get("/"), "spin"); !strings.Contains(row, "over its cpu budget") {
 		t.Errorf("landing page row of spin does not mark it over budget: %s", row)
 	}
+	// The series stay, frozen, while the spinner still makes its syscalls.
+	spins, getpids := ms.Value("kernel_budget_spins_total", nil), ms.Value("kernel_budget_getpids_total", nil)
+	if ms.Series("kernel_budget_spins_total", nil) != 1 || spins == 0 || getpids == 0 {
+		t.Errorf("detached: spins_total %v getpids_total %v (%d series), want both kept and non-zero", spins, getpids, ms.Series("kernel_budget_spins_total", nil))
+	}
+	time.Sleep(2 * time.Second)
+	ms = e.Scrape()
+	if s, g := ms.Value("kernel_budget_spins_total", nil), ms.Value("kernel_budget_getpids_total", nil); s != spins || g != getpids {
+		t.Errorf("detached: spins_total %v -> %v, getpids_total %v -> %v in 2 s of spinning, want frozen", spins, s, getpids, g)
+	}
+	t.Logf("frozen while detached: spins_total %v, getpids_total %v", spins, getpids)
 	// Nothing spins any more: the program is detached.
 	spinner.Process.Kill()
 	spinner.Wait()
 
 	// Re-attached at the first window after the 1 s backoff: within one
 	// period (30 s) and the load.
+	t1 := time.Now()
 	Eventually(t, 45*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_up", L("config", "spin")) == 1
 	}, "spin config not re-attached after its backoff\n%s", e.Logs())
-	if n := ms.Series("kernel_budget_spins_total", nil); n != 1 {
-		t.Errorf("kernel_budget_spins_total has %d series after the re-attach, want 1", n)
-	}
+	t.Logf("re-attached %v after the detach was seen", time.Since(t1).Round(100*time.Millisecond))
 	if row := landingRow(e.Get("/"), "spin"); strings.Contains(row, "over its") {
 		t.Errorf("landing page still marks spin after the re-attach: %s", row)
+	}
+	if v := ms.Value("kernel_exporter_program_attached", L("config", "spin", "program", "budget_getpid")); v != 1 {
+		t.Errorf("program_attached{budget_getpid} = %v after the re-attach, want 1", v)
+	}
+	// The tracepoint program (re-linked through the helper) counts again,
+	// from where it was: the ticker's threads do not spin.
+	ticker := startBudgetProc(t, 2, budgetTickComm)
+	ticker.Wait()
+	ms = e.Scrape()
+	if g := ms.Value("kernel_budget_getpids_total", nil); g <= getpids {
+		t.Errorf("getpids_total %v after the re-attach and 2 s of getpid(), want more than %v", g, getpids)
+	} else {
+		t.Logf("getpids_total %v -> %v after the re-attach", getpids, g)
+	}
+	if s := ms.Value("kernel_budget_spins_total", nil); s < spins {
+		t.Errorf("spins_total %v after the re-attach, want at least %v (no reset)", s, spins)
 	}
 	stopLoad()
 	// No bundled config went over the default budget.
@@ -209,4 +258,42 @@ func TestBudgetCPU(t *testing.T) {
 	if got := ms.LabelValues("kernel_exporter_budget_exceeded_total", "config"); len(got) != 1 || got[0] != "spin" {
 		t.Errorf("budget_exceeded_total configs %v, want only spin", got)
 	}
+}
+
+// checkPrivsepCaps checks, once the capabilities are dropped, that every
+// thread of the exporter has CapEff CAP_BPF alone and that its one child,
+// the privileged helper, has exactly privsep.HelperCapabilities
+// (effective, permitted and bounding) with no_new_privs.
+func checkPrivsepCaps(t *testing.T, e *Exporter) {
+	t.Helper()
+	pid := e.cmd.Process.Pid
+	want := uint64(loader.ScrapeCapabilities)
+	Eventually(t, 10*time.Second, func() bool {
+		return procCaps(t, fmt.Sprintf("/proc/%d/status", pid))["CapEff"] == want
+	}, "exporter CapEff is not CAP_BPF after start-up\n%s", e.Logs())
+	checkThreadsCapEff(t, pid, want)
+	var children []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			children = append(children, strings.Fields(string(b))...)
+		}
+	}
+	if len(children) != 1 {
+		t.Fatalf("exporter %d has children %v, want one privileged helper", pid, children)
+	}
+	caps := procCaps(t, "/proc/"+children[0]+"/status")
+	helper := uint64(privsep.HelperCapabilities)
+	for _, k := range []string{"CapEff", "CapPrm", "CapBnd"} {
+		if caps[k] != helper {
+			t.Errorf("helper %s: %s %016x, want %016x (%s)", children[0], k, caps[k], helper, privsep.HelperCapabilities)
+		}
+	}
+	if caps["CapInh"] != 0 || caps["CapAmb"] != 0 || caps["NoNewPrivs"] != 1 {
+		t.Errorf("helper %s: CapInh %x CapAmb %x NoNewPrivs %d, want 0 0 1", children[0], caps["CapInh"], caps["CapAmb"], caps["NoNewPrivs"])
+	}
+	cmdline, _ := os.ReadFile("/proc/" + children[0] + "/cmdline")
+	t.Logf("exporter %d CapEff %016x; helper %s (%s) CapEff %016x (%s)", pid, want, children[0],
+		strings.ReplaceAll(string(cmdline), "\x00", " "), caps["CapEff"], privsep.HelperCapabilities)
 }

@@ -229,7 +229,16 @@ var errNoSetpcap = errors.New("bounding set not reduced: CAP_SETPCAP is not in t
 // case the sets may be partly reduced (never enlarged). A process without
 // the capabilities to drop has nothing to do and gets no error.
 func DropCapabilities(keep CapSet) (CapDrop, error) {
-	r := CapDrop{Target: ScrapeCapabilities | keep}
+	return DropCapabilitiesTo(ScrapeCapabilities | keep)
+}
+
+// DropCapabilitiesTo is DropCapabilities with the whole target given:
+// every thread keeps exactly the capabilities of target that it has (in
+// the bounding, permitted and effective sets), and nothing else, not even
+// CAP_BPF unless target holds it. The privileged helper (package privsep)
+// uses it to keep its own set. Errors as DropCapabilities.
+func DropCapabilitiesTo(target CapSet) (CapDrop, error) {
+	r := CapDrop{Target: target}
 	before, err := CurrentCapabilities()
 	if err != nil {
 		return r, err

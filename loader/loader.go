@@ -64,6 +64,8 @@ type Object struct {
 	Programs   []*Program
 	// Alternatives reports how each alternatives group was resolved.
 	Alternatives []Alternative
+	// env is what attached the programs, kept for Reattach.
+	env *attachEnv
 }
 
 // ParseObject parses a BPF ELF object (the bytes of a <name>.bpf.o) into a
@@ -281,8 +283,8 @@ func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object,
 	if err != nil {
 		return nil, loadError(spec, err)
 	}
-	obj := &Object{Spec: spec, Collection: coll}
 	env := &attachEnv{cfg: cfg, coll: coll}
+	obj := &Object{Spec: spec, Collection: coll, env: env}
 	for _, name := range sortedPrograms(spec) {
 		ps := spec.Programs[name]
 		p := &Program{Name: name, Section: ps.SectionName, Prog: coll.Programs[name]}

@@ -32,6 +32,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/dump"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
 	"github.com/kernel-exporter/kernel_exporter/loader"
+	"github.com/kernel-exporter/kernel_exporter/privsep"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 	"github.com/kernel-exporter/kernel_exporter/web"
 )
@@ -78,6 +79,7 @@ func run() int {
 	dumpCmd := app.Command("dump", "Load the configs, wait --duration, print every metric once to stdout and exit, leaving no program attached. Exit code 0 when every config was up, 1 when one failed (named on stderr), 2 for bad flags. Takes serve's flags except --web.*, --config.check and --config.strict.")
 	dumpDuration := dumpCmd.Flag("duration", fmt.Sprintf("Time to count events after every config has loaded, more than 0 and at most %v; SIGINT ends it early and still prints.", dump.MaxDuration)).Default(dump.DefaultDuration.String()).Duration()
 	dumpFormat := dumpCmd.Flag("format", "Output format: text (the Prometheus text exposition) or json (prom2json's format).").Default(string(dump.FormatText)).String()
+	app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden()
 	app.Version(version.Print("kernel_exporter"))
 	app.HelpFlag.Short('h')
 	command, err := app.Parse(os.Args[1:])
@@ -87,6 +89,9 @@ func run() int {
 	}
 	log := promslog.New(logCfg)
 	slog.SetDefault(log)
+	if command == privsep.Command {
+		return privsep.Main(log)
+	}
 	dumping := command == dumpCmd.FullCommand()
 	dumpOpts := dump.Options{Duration: *dumpDuration, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log}
 	if dumping {
@@ -149,7 +154,16 @@ func run() int {
 		}
 	}
 
-	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Logger: log})
+	// The CPU budget turns statistics on and re-attaches after the
+	// capability drop: a helper started now keeps what that needs, so
+	// that this process does not (package privsep).
+	var helper *privsep.Client
+	if !dumping && !*check && cpuOpts.Budget > 0 && !keepAllCaps {
+		helper = privsep.StartLogged(log)
+		defer helper.Stop()
+		cpuOpts.EnableStats = helper.StatsFunc()
+	}
+	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Tracepoints: helper.Tracepoints(), Logger: log})
 	defer exp.Close()
 
 	// The first SIGINT or SIGTERM stops start-up or serving; a second one

@@ -11,6 +11,11 @@
  *
  * Map budget_spins_total (ARRAY, 1 entry), key u32 0, value u64: syscalls
  * spun on.
+ *
+ * A second program, a tracepoint one (so that re-attaching it after the
+ * capability drop goes through the privileged helper), counts getpid()
+ * calls of threads whose name starts with "kx-budget-" (the spinner's and
+ * the test's ticker, which does not spin) in budget_getpids_total.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -30,7 +35,15 @@ struct {
 	__type(value, __u64);
 } budget_spins_total SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} budget_getpids_total SEC(".maps");
+
 static const char target[] = "kx-budget-spin";
+static const char prefix[] = "kx-budget-";
 
 /* spin_until is bpf_loop's callback: it ends the loop at *end. */
 static long spin_until(__u64 index, void *end)
@@ -54,6 +67,25 @@ int BPF_PROG(budget_spin, struct pt_regs *regs, long id)
 	end = bpf_ktime_get_ns() + SPIN_NS;
 	bpf_loop(MAX_SPINS, spin_until, &end, 0);
 	v = bpf_map_lookup_elem(&budget_spins_total, &zero);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_getpid")
+int budget_getpid(void *ctx)
+{
+	char comm[16];
+	__u32 zero = 0;
+	__u64 *v;
+	int i;
+
+	bpf_get_current_comm(comm, sizeof(comm));
+	for (i = 0; i < sizeof(prefix) - 1; i++) {
+		if (comm[i] != prefix[i])
+			return 0;
+	}
+	v = bpf_map_lookup_elem(&budget_getpids_total, &zero);
 	if (v)
 		__sync_fetch_and_add(v, 1);
 	return 0;
