@@ -255,6 +255,9 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 			return
 		}
 		res.Reason = err.Error()
+		if _, ok := errors.AsType[*budget.MemoryError](err); ok {
+			res.OverBudget = budget.ResourceMemory // marked on the landing page
+		}
 		e.Status.Update(st, func(cur *collector.State) { *cur = res })
 		e.log.Error("config down", "config", res.Name, "from", res.Source, "reason", res.Reason)
 		return

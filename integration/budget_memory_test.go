@@ -83,6 +83,9 @@ func TestMemoryBudgetRefusesBigMap(t *testing.T) {
 	if v := ms.Value("kernel_exporter_budget_exceeded_total", L("config", "mem_hog", "resource", "memory")); v != 1 {
 		t.Errorf("budget_exceeded_total{config=mem_hog,resource=memory} = %v, want 1", v)
 	}
+	if row := landingRow(e.Get("/"), "mem_hog"); !strings.Contains(row, "over its memory budget") {
+		t.Errorf("landing page row of mem_hog does not mark it over the memory budget: %s", row)
+	}
 	if v := ms.Value("kernel_exporter_config_up", L("config", "timers")); v != 1 {
 		t.Errorf("config_up{config=timers} = %v, want 1\n%s", v, e.Logs())
 	}
