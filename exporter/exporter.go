@@ -436,6 +436,14 @@ func (e *Exporter) Detach(config, resource, reason string) error {
 		return fmt.Errorf("config %s is not up", config)
 	}
 	st, _ := e.state(config)
+	// Detach, count and log first, then show it: whoever sees the config
+	// down (config_up 0) sees its programs detached, the counter and the
+	// log line too.
+	lc.obj.Detach()
+	lc.detached = true
+	e.live[config] = lc
+	e.Exceeded.Inc(config, resource)
+	e.log.Warn("config detached: over budget", "config", config, "resource", resource, "reason", reason)
 	e.Status.Update(st, func(cur *collector.State) {
 		cur.Up, cur.Loading = false, false
 		cur.Reason, cur.OverBudget = reason, resource
@@ -443,11 +451,6 @@ func (e *Exporter) Detach(config, resource, reason string) error {
 			cur.Programs[i].Attached = false
 		}
 	})
-	lc.obj.Detach()
-	lc.detached = true
-	e.live[config] = lc
-	e.Exceeded.Inc(config, resource)
-	e.log.Warn("config detached: over budget", "config", config, "resource", resource, "reason", reason)
 	return nil
 }
 
