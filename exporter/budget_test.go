@@ -4,12 +4,9 @@ import (
 	"context"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
@@ -91,20 +88,7 @@ type countingOpener struct{ calls int }
 
 func (o *countingOpener) OpenTracepoint(group, event string) (*os.File, error) {
 	o.calls++
-	b, err := os.ReadFile("/sys/kernel/tracing/events/" + group + "/" + event + "/id")
-	if err != nil {
-		return nil, err
-	}
-	id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return nil, err
-	}
-	attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id, Sample_type: unix.PERF_SAMPLE_RAW, Sample: 1, Wakeup: 1}
-	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), "perf_event"), nil
+	return loader.OpenTracepointEvent(group, event)
 }
 
 // timerStarts sums the timers config's series as a scrape reads them.

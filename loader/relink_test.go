@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -57,25 +56,6 @@ func countingProgram(t *testing.T, spec ebpf.ProgramSpec) (*ebpf.Program, *ebpf.
 	return p, m
 }
 
-// openTracepointEvent opens the perf event of a tracepoint as the
-// privileged helper does (here before the drop, in the same process).
-func openTracepointEvent(group, event string) (*os.File, error) {
-	b, err := os.ReadFile("/sys/kernel/tracing/events/" + group + "/" + event + "/id")
-	if err != nil {
-		return nil, err
-	}
-	id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return nil, err
-	}
-	attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_TRACEPOINT, Config: id, Sample_type: unix.PERF_SAMPLE_RAW, Sample: 1, Wakeup: 1}
-	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), "perf_event"), nil
-}
-
 // TestRelinkChild is the child of TestRelinkCapBPFOnly: it loads a program
 // of each kind with every capability, drops to CAP_BPF, links each, and
 // prints a relinkReport.
@@ -89,7 +69,7 @@ func TestRelinkChild(t *testing.T) {
 	btfTP, _ := countingProgram(t, ebpf.ProgramSpec{Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "sys_enter"})
 	perf, _ := countingProgram(t, ebpf.ProgramSpec{Type: ebpf.PerfEvent})
 	up, _ := countingProgram(t, ebpf.ProgramSpec{Type: ebpf.Kprobe})
-	f, err := openTracepointEvent("syscalls", "sys_enter_getpid")
+	f, err := OpenTracepointEvent("syscalls", "sys_enter_getpid")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
@@ -128,46 +125,15 @@ func takeFD(c io.Closer) (int, error) {
 	return fd, nil
 }
 
-// tracefsDirs are where the event ids are looked for.
-var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-
 func (realOps) openTracepoint(group, event string) (int, error) {
-	id, err := tracepointID(group, event)
+	f, err := loader.OpenTracepointEvent(group, event)
 	if err != nil {
 		return -1, err
 	}
-	attr := unix.PerfEventAttr{
-		Type:        unix.PERF_TYPE_TRACEPOINT,
-		Config:      id,
-		Sample_type: unix.PERF_SAMPLE_RAW,
-		Sample:      1,
-		Wakeup:      1,
-	}
-	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	defer f.Close()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("perf_event_open tracepoint %s/%s: %w", group, event, err)
+		return -1, fmt.Errorf("dup: %w", err)
 	}
 	return fd, nil
-}
-
-// tracepointID reads events/<group>/<event>/id under tracefs (names
-// already checked).
-func tracepointID(group, event string) (uint64, error) {
-	var firstErr error
-	for _, d := range tracefsDirs {
-		p := d + "/events/" + group + "/" + event + "/id"
-		b, err := bounded.ReadFile(p, "tracepoint id", 64)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
-		}
-		id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: not a tracepoint id", p)
-		}
-		return id, nil
-	}
-	return 0, fmt.Errorf("tracepoint %s/%s: %w", group, event, firstErr)
 }
