@@ -105,7 +105,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl
+TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux
 # QEMU without its recommended packages (GUI libraries): the matrix runs headless.
 QEMU_DEBS := qemu-system-x86
 
