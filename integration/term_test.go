@@ -183,6 +183,17 @@ func TestTermTop(t *testing.T) {
 	checkNothingLeft(t, dumpRun{held: held}, nil)
 }
 
+// TestTermHistKillSession kills the tmux session of a running hist (its
+// process gets SIGHUP, as when a terminal is closed): no program of it
+// stays loaded.
+func TestTermHistKillSession(t *testing.T) {
+	p := startTmux(t, "hist", "biolatency.bio_latency_seconds", "--interval", "100ms")
+	p.waitFor(60*time.Second, true, "first interval", func(s string) bool { return strings.Contains(s, " kernel_bio_latency_seconds\n") })
+	held := p.held()
+	p.run("kill-session", "-t", "term")
+	checkNothingLeft(t, dumpRun{held: held}, nil)
+}
+
 // logFrame logs a captured frame, for docs/terminal.md.
 func logFrame(t *testing.T, what, frame string) {
 	t.Logf("captured %s frame:\n%s", what, frame)

@@ -209,6 +209,11 @@ func run() int {
 	// exits at once.
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	if terminal {
+		// Closing the terminal (or its tmux session) sends SIGHUP: detach
+		// as on Ctrl-C.
+		signal.Notify(sigc, syscall.SIGHUP)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go func() {
