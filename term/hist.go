@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,7 +42,8 @@ type Hist struct {
 
 // Interval returns the series of f whose counts moved since the previous
 // call with the same family (a series never seen before counts from 0),
-// in f's series order, and remembers f's counts for the next call. A
+// sorted by label values (a map's read order changes from one read to the
+// next; tables should not), and remembers f's counts for the next call. A
 // series whose count went down (its map entry was deleted and created
 // again) counts from 0 too, as a Prometheus counter reset does.
 func (h *Hist) Interval(f *collector.Family) []HistSeries {
@@ -73,6 +75,7 @@ func (h *Hist) Interval(f *collector.Family) []HistSeries {
 			out = append(out, s)
 		}
 	}
+	slices.SortFunc(out, func(a, b HistSeries) int { return slices.Compare(a.Labels, b.Labels) })
 	return out
 }
 
