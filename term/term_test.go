@@ -387,3 +387,21 @@ func TestSelectFamilies(t *testing.T) {
 		t.Errorf("selectFamilies(top) = %v, %v, want the two counters", got, err)
 	}
 }
+
+// TestHistIntervalSorted checks that tables come sorted by label values
+// whatever the map's read order.
+func TestHistIntervalSorted(t *testing.T) {
+	var h Hist
+	got := h.Interval(latency(
+		collector.SeriesData{Labels: []string{"vdb", "read"}, Cum: []uint64{1, 1, 1, 1, 1, 1}, Count: 1},
+		collector.SeriesData{Labels: []string{"vda", "write"}, Cum: []uint64{1, 1, 1, 1, 1, 1}, Count: 1},
+		collector.SeriesData{Labels: []string{"vda", "read"}, Cum: []uint64{1, 1, 1, 1, 1, 1}, Count: 1},
+	))
+	var order []string
+	for _, s := range got {
+		order = append(order, strings.Join(s.Labels, " "))
+	}
+	if want := "vda read,vda write,vdb read"; strings.Join(order, ",") != want {
+		t.Errorf("order %v, want %s", order, want)
+	}
+}
