@@ -34,6 +34,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/privsep"
 	"github.com/kernel-exporter/kernel_exporter/programs"
+	"github.com/kernel-exporter/kernel_exporter/term"
 	"github.com/kernel-exporter/kernel_exporter/web"
 )
 
@@ -79,6 +80,14 @@ func run() int {
 	dumpCmd := app.Command("dump", "Load the configs, wait --duration, print every metric once to stdout and exit, leaving no program attached. Exit code 0 when every config was up, 1 when one failed (named on stderr), 2 for bad flags. Takes serve's flags except --web.*, --config.check and --config.strict.")
 	dumpDuration := dumpCmd.Flag("duration", fmt.Sprintf("Time to count events after every config has loaded, more than 0 and at most %v; SIGINT ends it early and still prints.", dump.MaxDuration)).Default(dump.DefaultDuration.String()).Duration()
 	dumpFormat := dumpCmd.Flag("format", "Output format: text (the Prometheus text exposition) or json (prom2json's format).").Default(string(dump.FormatText)).String()
+	histCmd := app.Command(term.CommandHist, "Load one program, and every --interval print each of its histograms as bcc's tools do (a table per label set: bucket range, count of the interval, '*' bar), until --count intervals or Ctrl-C; then detach. Takes serve's flags except --web.*, --programs, --config.names, --config.check and --config.strict.")
+	histTarget := histCmd.Arg("program[.metric]", "A bundled program (or, with --config.dir, <dir>/<program>.yaml), optionally with one of its histograms: biolatency, biolatency.bio_latency_seconds.").Required().String()
+	histInterval := histCmd.Flag("interval", fmt.Sprintf("Time between tables, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).Duration()
+	histCount := histCmd.Flag("count", fmt.Sprintf("Intervals to print, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").Int()
+	topCmd := app.Command(term.CommandTop, "Load one program and show its counters, one row per label set sorted by rate per second, redrawn in place every --interval until --count intervals or Ctrl-C; then detach. Takes hist's flags.")
+	topTarget := topCmd.Arg("program", "A bundled program (or, with --config.dir, <dir>/<program>.yaml).").Required().String()
+	topInterval := topCmd.Flag("interval", fmt.Sprintf("Time between frames, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).Duration()
+	topCount := topCmd.Flag("count", fmt.Sprintf("Frames to show, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").Int()
 	app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden()
 	app.Version(version.Print("kernel_exporter"))
 	app.HelpFlag.Short('h')
@@ -87,10 +96,37 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// The terminal mode's screen is for its tables: it logs warnings and
+	// errors only, unless --log.level asks for debug.
+	terminal := command == histCmd.FullCommand() || command == topCmd.FullCommand()
+	if terminal && logCfg.Level.String() == "info" {
+		_ = logCfg.Level.Set("warn")
+	}
 	log := promslog.New(logCfg)
 	slog.SetDefault(log)
 	if command == privsep.Command {
 		return privsep.Main(log)
+	}
+	termOpts := term.Options{Command: command, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log}
+	var termSource exporter.Source
+	if terminal {
+		target, interval, count := *histTarget, *histInterval, *histCount
+		if command == topCmd.FullCommand() {
+			target, interval, count = *topTarget, *topInterval, *topCount
+		}
+		termOpts.Interval, termOpts.Count = interval, count
+		err = term.CheckFlags(interval, count)
+		if err == nil {
+			termSource, termOpts.Metric, err = term.ParseTarget(command, target, *configDir)
+			termOpts.Program = termSource.Name
+		}
+		if err == nil && (*check || *strict || *progList != "" || *configNames != "") {
+			err = fmt.Errorf("--programs, --config.names, --config.check and --config.strict apply to serve, not %s (which loads the one program it is given)", command)
+		}
+		if err != nil {
+			log.Error("bad flags", "err", err)
+			return 2
+		}
 	}
 	dumping := command == dumpCmd.FullCommand()
 	dumpOpts := dump.Options{Duration: *dumpDuration, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log}
@@ -106,6 +142,9 @@ func run() int {
 	}
 
 	sources, err := sources(*progList, *configDir, *configNames)
+	if terminal {
+		sources, err = []exporter.Source{termSource}, nil
+	}
 	if err != nil {
 		log.Error("bad flags", "err", err)
 		return 2
@@ -158,7 +197,7 @@ func run() int {
 	// capability drop: a helper started now keeps what that needs, so
 	// that this process does not (package privsep).
 	var helper *privsep.Client
-	if !dumping && !*check && cpuOpts.Budget > 0 && !keepAllCaps {
+	if !dumping && !terminal && !*check && cpuOpts.Budget > 0 && !keepAllCaps {
 		helper = privsep.StartLogged(log)
 		defer helper.Stop()
 		cpuOpts.EnableStats = helper.StatsFunc()
@@ -170,6 +209,11 @@ func run() int {
 	// exits at once.
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	if terminal {
+		// Closing the terminal (or its tmux session) sends SIGHUP: detach
+		// as on Ctrl-C.
+		signal.Notify(sigc, syscall.SIGHUP)
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go func() {
@@ -187,6 +231,13 @@ func run() int {
 			dumpOpts.AfterLoad = func() { loader.DropAfterAttach(capsToKeep, log) }
 		}
 		return dump.Run(ctx, exp, dumpOpts)
+	}
+
+	if terminal {
+		if !keepAllCaps {
+			termOpts.AfterLoad = func() { loader.DropAfterAttach(capsToKeep, log) }
+		}
+		return term.Run(ctx, exp, termOpts)
 	}
 
 	if *check {

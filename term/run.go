@@ -1,0 +1,274 @@
+package term
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/exporter"
+)
+
+// Exit codes returned by Run.
+const (
+	// ExitOK: the intervals ran until --count or Ctrl-C.
+	ExitOK = 0
+	// ExitFailed: the program did not load, has no metric of the kind the
+	// command shows (or not the one asked for), went down, or the output
+	// could not be written.
+	ExitFailed = 1
+)
+
+// DefaultRows is the height of top's frame when standard output is not a
+// terminal.
+const DefaultRows = 24
+
+// ANSI sequences top writes on a terminal: the alternate screen (left on
+// exit, so the shell's screen comes back as it was), cursor hidden while
+// drawing, and clear-and-home before each frame.
+const (
+	enterScreen = "\x1b[?1049h\x1b[?25l"
+	leaveScreen = "\x1b[?25h\x1b[?1049l"
+	clearScreen = "\x1b[H\x1b[2J"
+)
+
+// Options configure Run.
+type Options struct {
+	// Command is CommandHist or CommandTop.
+	Command string
+	// Program is the config's name (exporter.Source.Name); Metric, for
+	// hist, one histogram of it ("" for all): its full name
+	// (kernel_bio_latency_seconds) or the name without the namespace
+	// (bio_latency_seconds).
+	Program, Metric string
+	// Interval between reads; Count of intervals printed (0: until ctx
+	// is done). CheckFlags bounds them.
+	Interval time.Duration
+	Count    int
+	// Stdout gets the tables or frames; when it is a terminal (an *os.File
+	// TIOCGWINSZ answers on), top redraws in place and fits its size.
+	// Stderr gets errors.
+	Stdout, Stderr io.Writer
+	// AfterLoad, when set, runs once the load has ended (kernel_exporter
+	// drops its capabilities there, as serve does).
+	AfterLoad func()
+	Logger    *slog.Logger
+	// Now is the clock (nil: time.Now), for tests.
+	Now func() time.Time
+}
+
+// Run is the hist or top command. It starts exp (whose only source is
+// o.Program), waits for the load to end, reads a baseline, then every
+// o.Interval reads again and prints the interval (hist: WriteHist per
+// histogram; top: WriteTop), o.Count times or until ctx is done (Ctrl-C).
+// It returns ExitOK or ExitFailed; on return the terminal is restored and
+// exp is closed, which detaches and unloads every program and map.
+func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(o.Stderr, "kernel_exporter %s: %s\n", o.Command, fmt.Sprintf(format, args...))
+		return ExitFailed
+	}
+	defer exp.Close()
+	exp.Start(ctx)
+	<-exp.Loaded()
+	if ctx.Err() != nil {
+		return fail("interrupted while loading %s", o.Program)
+	}
+	for _, st := range exp.Status.States() {
+		if !st.Up {
+			return fail("config %s (%s) failed: %s", Printable(st.Name), Printable(st.Source), Printable(st.Reason))
+		}
+	}
+	if o.AfterLoad != nil {
+		o.AfterLoad()
+	}
+	snap := read(exp, o.Program)
+	if snap == nil {
+		return fail("config %s is not up", o.Program)
+	}
+	fams, err := selectFamilies(o.Command, o.Program, o.Metric, snap.Families)
+	if err != nil {
+		return fail("%v", err)
+	}
+	names := make([]string, len(fams))
+	for i, f := range fams {
+		names[i] = f.Name
+	}
+	if o.Command == CommandTop {
+		return runTop(ctx, exp, o, names, snap, fail)
+	}
+	return runHist(ctx, exp, o, names, snap, fail)
+}
+
+// read returns the snapshot of config program, nil when it is not up.
+func read(exp *exporter.Exporter, program string) *collector.Snapshot {
+	for _, s := range exp.Status.Read() {
+		if s.Config == program {
+			return s
+		}
+	}
+	return nil
+}
+
+// pick returns the families of snap named names, in that order (a family
+// missing from a later read is left out).
+func pick(snap *collector.Snapshot, names []string) []*collector.Family {
+	out := make([]*collector.Family, 0, len(names))
+	for _, n := range names {
+		for _, f := range snap.Families {
+			if f.Name == n {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// selectFamilies returns the families the command shows: hist the
+// histograms (or the one named metric), top the counters. The error lists
+// the program's metrics of that kind.
+func selectFamilies(command, program, metric string, fams []*collector.Family) ([]*collector.Family, error) {
+	kind, what := collector.KindHistogram, "histogram"
+	if command == CommandTop {
+		kind, what = collector.KindCounter, "counter"
+	}
+	var all, chosen []*collector.Family
+	var names []string
+	for _, f := range fams {
+		if f.Kind != kind {
+			continue
+		}
+		all = append(all, f)
+		names = append(names, Printable(f.Name))
+		if f.Name == metric || strings.HasSuffix(f.Name, "_"+metric) {
+			chosen = append(chosen, f)
+		}
+	}
+	switch {
+	case len(all) == 0:
+		var others []string
+		for _, f := range fams {
+			others = append(others, Printable(f.Name))
+		}
+		return nil, fmt.Errorf("program %s has no %s metric (its metrics: %s)", program, what, list(others))
+	case metric == "":
+		return all, nil
+	case len(chosen) == 0:
+		return nil, fmt.Errorf("program %s has no histogram %s (its histograms: %s)", program, quote(metric), list(names))
+	case len(chosen) > 1:
+		for _, f := range chosen {
+			if f.Name == metric {
+				return []*collector.Family{f}, nil
+			}
+		}
+		return nil, fmt.Errorf("program %s: %s names several histograms (%d): give the full name: %s", program, quote(metric), len(chosen), list(names))
+	}
+	return chosen, nil
+}
+
+// tick waits for the next interval; false when ctx is done first.
+func tick(ctx context.Context, t *time.Ticker) bool {
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot, fail func(string, ...any) int) int {
+	var h Hist
+	for _, f := range pick(snap, names) {
+		h.Interval(f)
+	}
+	t := time.NewTicker(o.Interval)
+	defer t.Stop()
+	for n := 0; o.Count == 0 || n < o.Count; n++ {
+		if !tick(ctx, t) {
+			return ExitOK
+		}
+		if snap = read(exp, o.Program); snap == nil {
+			return fail("config %s is no longer up", o.Program)
+		}
+		var b strings.Builder
+		now := o.Now().Format(time.TimeOnly)
+		for _, f := range pick(snap, names) {
+			fmt.Fprintf(&b, "%s %s\n", now, Printable(f.Name))
+			if f.Err != nil {
+				fmt.Fprintf(&b, "(map read failed: %s)\n\n", Printable(f.Err.Error()))
+				continue
+			}
+			_ = WriteHist(&b, f, h.Interval(f))
+			b.WriteByte('\n')
+		}
+		if _, err := io.WriteString(o.Stdout, b.String()); err != nil {
+			return fail("write: %v", err)
+		}
+	}
+	return ExitOK
+}
+
+func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot, fail func(string, ...any) int) int {
+	var r Rates
+	last := o.Now()
+	r.Rows(pick(snap, names), 0)
+	_, _, tty := Size(o.Stdout)
+	if tty {
+		io.WriteString(o.Stdout, enterScreen+clearScreen)
+		fmt.Fprintf(o.Stdout, "kernel_exporter top %s  interval %v: measuring the first interval...\n", Printable(o.Program), o.Interval)
+		defer io.WriteString(o.Stdout, leaveScreen)
+	}
+	t := time.NewTicker(o.Interval)
+	defer t.Stop()
+	for n := 0; o.Count == 0 || n < o.Count; n++ {
+		if !tick(ctx, t) {
+			return ExitOK
+		}
+		now := o.Now()
+		if snap = read(exp, o.Program); snap == nil {
+			return fail("config %s is no longer up", o.Program)
+		}
+		rows := r.Rows(pick(snap, names), now.Sub(last))
+		last = now
+		height, width, tty := Size(o.Stdout)
+		var b strings.Builder
+		if tty {
+			b.WriteString(clearScreen)
+		} else if n > 0 {
+			b.WriteByte('\n')
+		}
+		_ = WriteTop(&b, TopHeader{Program: o.Program, Interval: o.Interval, Time: now}, rows, height, width)
+		out := b.String()
+		if tty {
+			// No newline after the last line: on the bottom row it
+			// would scroll the frame's header away.
+			out = strings.TrimSuffix(out, "\n")
+		}
+		if _, err := io.WriteString(o.Stdout, out); err != nil {
+			return fail("write: %v", err)
+		}
+	}
+	return ExitOK
+}
+
+// Size returns the height and width of the terminal w writes to (TIOCGWINSZ)
+// and true, or DefaultRows, 0 (no width limit) and false when w is not a
+// terminal.
+func Size(w io.Writer) (rows, cols int, tty bool) {
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Row > 0 {
+			return int(ws.Row), int(ws.Col), true
+		}
+	}
+	return DefaultRows, 0, false
+}
