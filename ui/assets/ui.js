@@ -250,7 +250,10 @@ function section(config) {
 }
 
 function histCard(m) {
-  const heat = $('canvas', { class: 'heatmap', 'data-config': m.config, 'data-metric': m.name });
+  // data-plot: the plot area inside the canvas (x, y, width, height in CSS
+  // px), where only samples are drawn (the Chromium test reads it).
+  const heat = $('canvas', { class: 'heatmap', 'data-config': m.config, 'data-metric': m.name,
+    'data-plot': [AXIS_L, PAD_T, HEAT_W, HEAT_H].join(',') });
   const dist = $('canvas', { class: 'dist', 'data-config': m.config, 'data-metric': m.name });
   const quant = $('div', { class: 'quant' });
   const card = $('div', { class: 'card', 'data-metric': m.name },
