@@ -22,6 +22,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exposition"
+	"github.com/kernel-exporter/kernel_exporter/ui"
 )
 
 // Timeouts of the HTTP server. A scrape is one GET without a body, so
@@ -95,8 +96,8 @@ type Server struct {
 
 // CheckMetricsPath returns an error naming the flag and value unless p is a
 // clean absolute URL path other than "/" (which the landing page uses),
-// made of letters, digits and "/._~-" only, and, with pprof enabled, not
-// under /debug/pprof/.
+// made of letters, digits and "/._~-" only, not under /ui/ (the live
+// page) and, with pprof enabled, not under /debug/pprof/.
 func CheckMetricsPath(p string, pprofOn bool) error {
 	bad := func(why string) error {
 		return fmt.Errorf("--web.telemetry-path %q: %s", p, why)
@@ -106,6 +107,8 @@ func CheckMetricsPath(p string, pprofOn bool) error {
 		return bad("must start with /")
 	case p == "/":
 		return bad("/ is the landing page; give a path such as /metrics")
+	case strings.HasPrefix(p, ui.Path):
+		return bad("is under " + ui.Path + ", the live page")
 	case strings.IndexFunc(p, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._~-", r))
 	}) >= 0:
@@ -119,7 +122,8 @@ func CheckMetricsPath(p string, pprofOn bool) error {
 }
 
 // NewServer builds the server: its handlers (landing page, metrics of
-// status and gatherer with exposition.Handler, pprof when enabled) and timeouts. It returns the
+// status and gatherer with exposition.Handler, the live page of package ui
+// under ui.Path, pprof when enabled) and timeouts. It returns the
 // error of CheckMetricsPath, or one for MaxRequests < 0 or
 // MaxConnections < 1.
 func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *collector.Status, flags *toolkit.FlagConfig, opts Options) (*Server, error) {
@@ -147,6 +151,9 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	}
 	mux.Handle(opts.MetricsPath, waitLoaded(metrics, opts.Loaded, time.Now().Add(StartupWait)))
 	mux.Handle("/", Landing(status, opts.MetricsPath, opts.Version))
+	// The live page (package ui) samples the configs only while a page
+	// polls it.
+	mux.Handle(ui.Path, ui.Handler(ui.NewSampler(status.Read)))
 	if opts.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
