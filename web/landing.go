@@ -276,6 +276,8 @@ func contains(list []string, s string) bool {
 func perSecond(v float64) string {
 	ms := v * 1000
 	switch {
+	case ms == 0:
+		return "0 ms/s"
 	case ms >= 100:
 		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms/s"
 	case ms >= 1:
