@@ -167,6 +167,11 @@ type CPU struct {
 	mu       sync.Mutex
 	trips    map[string]*trip
 	warnedOn bool // EnableStats failed once: logged
+	// The last window's rates by config (CPU s/s), its length and end;
+	// see LastRates.
+	lastRates  map[string]float64
+	lastWindow time.Duration
+	lastEnd    time.Time
 }
 
 // trip is the backoff state of one config.
@@ -248,6 +253,9 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	end := readRunTimes(s.target.Configs())
 	elapsed := s.clock.Now().Sub(t0)
 	rates := Rates(configs, start, end, elapsed)
+	s.mu.Lock()
+	s.lastRates, s.lastWindow, s.lastEnd = rates, elapsed, s.clock.Now()
+	s.mu.Unlock()
 	names := make([]string, 0, len(rates))
 	for n := range rates {
 		names = append(names, n)
@@ -378,6 +386,25 @@ func (s *CPU) reattachDue() {
 			s.log.Info("CPU budget: config re-attached after its backoff", "config", n)
 		}
 	}
+}
+
+// LastRates returns the rates of the last whole measuring window, by
+// config, in CPU seconds per second summed over CPUs (as Step returns
+// them; a config missing had a program unreadable or detached during it),
+// the window's length and the time it ended. Before the first window ends,
+// or with the supervisor off (Budget 0), rates is nil and end is zero. The
+// map is the caller's.
+func (s *CPU) LastRates() (rates map[string]float64, window time.Duration, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastRates == nil {
+		return nil, 0, time.Time{}
+	}
+	rates = make(map[string]float64, len(s.lastRates))
+	for n, r := range s.lastRates {
+		rates[n] = r
+	}
+	return rates, s.lastWindow, s.lastEnd
 }
 
 // Detached reports whether config is waiting for its re-attach, and its

@@ -374,3 +374,21 @@ func TestRunStops(t *testing.T) {
 	cancel()
 	s.Run(ctx)
 }
+
+// TestLastRates checks that LastRates is empty before the first window and
+// then gives the last window's rates, length and end, as a copy.
+func TestLastRates(t *testing.T) {
+	s, clk, _, _ := setup(t)
+	if r, w, end := s.LastRates(); r != nil || w != 0 || !end.IsZero() {
+		t.Fatalf("LastRates before any window = %v, %v, %v; want nil, 0, zero", r, w, end)
+	}
+	s.Step(context.Background())
+	r, w, end := s.LastRates()
+	if len(r) != 3 || !near(r["a"], 0.03) || !near(r["spin"], 0.3) || w != time.Second || !end.Equal(clk.now) {
+		t.Fatalf("LastRates = %v, %v, %v; want a 0.03, b 0.04, spin 0.3 over 1s ending %v", r, w, end, clk.now)
+	}
+	r["a"] = 99
+	if r2, _, _ := s.LastRates(); !near(r2["a"], 0.03) {
+		t.Errorf("LastRates shares its map with the caller")
+	}
+}

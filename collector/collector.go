@@ -24,6 +24,7 @@ type Config struct {
 
 	lastDuration atomic.Int64 // ns, last completed read
 	lastEntries  atomic.Int64
+	lastSeries   atomic.Int64 // series of the last completed read; -1: none yet
 	lastStart    atomic.Int64 // Unix ns when the last read began
 
 	// base and clock time the reads for expiry (clock: a variable for
@@ -79,6 +80,7 @@ type Limits struct {
 func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 	plan.Bind(coll)
 	c := &Config{name: LabelValue(plan.Config.Name), base: time.Now(), clock: time.Now}
+	c.lastSeries.Store(-1)
 	for _, mp := range plan.Metrics {
 		m := coll.Maps[mp.MapName]
 		if m == nil {
@@ -165,7 +167,7 @@ func (c *Config) read() *Snapshot {
 	c.lastStart.Store(start.UnixNano())
 	now := c.clock().Sub(c.base)
 	snap := &Snapshot{Config: c.name, Families: make([]*Family, 0, len(c.metrics))}
-	entries := 0
+	entries, series := 0, 0
 	for i, m := range c.metrics {
 		f := &Family{Name: m.Name, Help: m.Help, Kind: KindCounter, LabelNames: m.rs.names}
 		if m.exp != nil {
@@ -183,11 +185,13 @@ func (c *Config) read() *Snapshot {
 		if f.Err != nil {
 			c.counted[i] = -1
 		}
+		series += f.Len()
 		snap.Families = append(snap.Families, f)
 	}
 	c.readMapHealth(c.counted)
 	c.lastDuration.Store(int64(time.Since(start)))
 	c.lastEntries.Store(int64(entries))
+	c.lastSeries.Store(int64(series))
 	return snap
 }
 

@@ -151,6 +151,9 @@ const counterYAML = `metrics:
 func TestCounter(t *testing.T) {
 	c, maps := fixture(t, counterYAML, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
 	m := maps["ops_total"]
+	if _, _, ok := c.LastRead(); ok {
+		t.Errorf("LastRead before any read: ok")
+	}
 	put(t, m, key(1, 7), 10)
 	put(t, m, key(3, 7), 5) // op 3 also decodes to "read": summed
 	put(t, m, key(2, 7), 4)
@@ -171,6 +174,9 @@ func TestCounter(t *testing.T) {
 	}
 	if v := mfs["kernel_exporter_map_entries_read"].GetMetric()[0].GetGauge().GetValue(); v != 4 {
 		t.Errorf("entries read = %v, want 4", v)
+	}
+	if n, took, ok := c.LastRead(); !ok || n != 2 || took <= 0 {
+		t.Errorf("LastRead = %d series in %v (ok %v), want 2 series (4 entries, 2 label sets)", n, took, ok)
 	}
 }
 

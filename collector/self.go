@@ -47,6 +47,19 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 	c.collectMapHealth(ch) // maphealth.go
 }
 
+// LastRead returns what the last completed read of the config's maps
+// served, without reading them: its series (label sets, summed over the
+// config's metrics; a histogram's label set counts once, whatever its
+// buckets) and how long it took (kernel_exporter_scrape_duration_seconds).
+// ok is false before the first read ends.
+func (c *Config) LastRead() (series int, took time.Duration, ok bool) {
+	n := c.lastSeries.Load()
+	if n < 0 {
+		return 0, 0, false
+	}
+	return int(n), time.Duration(c.lastDuration.Load()), true
+}
+
 // LimitHits returns the metrics whose last read went over max_series, each
 // as "<metric> (max_series <n>)".
 func (c *Config) LimitHits() []string {

@@ -1,75 +1,307 @@
-// Package web serves the exporter's landing page: every config, its state,
-// the alternative chosen for each alternatives group (and why earlier ones
-// were passed over), and the reason when it is down.
+// Package web serves the exporter over HTTP: metrics (exposition.Handler),
+// pprof when enabled, and the landing page at "/".
+//
+// The landing page is read at a glance. It opens with a summary: configs
+// up, down (of them over a budget) and loading; the series served and the
+// time the maps' last reads took, both from the last read of each config
+// that is up (collector.Config.LastRead, no new read); and the BPF run time
+// per second of the CPU budget's last measuring window (Options.CPURates).
+// Then one compact row per config: state, programs attached, series, BPF
+// ns per event (runTimes) and BPF time, a link to its heatmaps on the live
+// page (/ui/#<config>), and notes: the marks (over its series limit, maps
+// nearly full, over its budget), the alternatives chosen, and the reason a
+// config is down, folded and shown once. It is plain HTML and CSS
+// (html/template: every text escaped, made valid UTF-8 first), no script.
 package web
 
 import (
+	"bytes"
+	_ "embed"
 	"html/template"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/ui"
 )
 
-// Landing returns the handler of "/": a page listing every config, with its
-// state (up, loading or down) and, when down, its reason, shown once and
-// escaped. Texts are made valid UTF-8 first.
-func Landing(status *collector.Status, metricsPath, version string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		type row struct {
-			collector.State
-			Limits string
-			Full   string // maps at 90% of max_entries or more
-		}
-		var rows []row
-		for _, st := range status.States() {
-			st.Name = collector.LabelValue(st.Name)
-			st.Source = collector.LabelValue(st.Source)
-			st.Reason = collector.LabelValue(st.Reason)
-			alts := make([]collector.AlternativeState, len(st.Alternatives))
-			for i, a := range st.Alternatives {
-				a.Passed = append([]string(nil), a.Passed...)
-				for j := range a.Passed {
-					a.Passed[j] = collector.LabelValue(a.Passed[j])
-				}
-				alts[i] = a
-			}
-			st.Alternatives = alts
-			rw := row{State: st}
-			if st.Collector != nil {
-				rw.Limits = strings.Join(st.Collector.LimitHits(), ", ")
-				rw.Full = strings.Join(st.Collector.FullMaps(), ", ")
-			}
-			rows = append(rows, rw)
-		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = page.Execute(w, map[string]any{"Rows": rows, "Metrics": metricsPath, "Version": version, "Overflow": collector.OverflowValue})
-	})
+
+// CPURatesFunc returns the BPF run time of the CPU budget's last measuring
+// window, by config, in CPU seconds per second summed over CPUs, with the
+// window's length and end; rates is nil when nothing was measured yet (or
+// the budget is off). (*budget.CPU).LastRates is one.
+type CPURatesFunc func() (rates map[string]float64, window time.Duration, end time.Time)
+
+// Landing returns the handler of "/": the page described in the package
+// doc, for the configs of status. It uses opts.MetricsPath, opts.Version
+// and opts.CPURates (nil: BPF time "not measured").
+func Landing(status *collector.Status, opts Options) http.Handler {
+	l := &landing{status: status, opts: opts, runs: newRunTimes(), now: time.Now}
+	return l
 }
 
-var page = template.Must(template.New("landing").Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>kernel_exporter</title>
-<style>
-body{font-family:sans-serif;margin:2em} table{border-collapse:collapse}
-td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
-.up{color:#080}.down{color:#b00}.loading{color:#a60} pre{margin:0;white-space:pre-wrap}
-</style></head><body>
-<h1>kernel_exporter</h1>
-<p>eBPF programs in the kernel, their maps served as Prometheus metrics. Version {{.Version}}.</p>
-<p><a href="{{.Metrics}}">Metrics</a></p>
-<h2>Configs</h2>
-<table><tr><th>config</th><th>source</th><th>state</th><th>programs</th><th>alternatives</th><th>reason</th></tr>
-{{range .Rows}}<tr>
-<td>{{.Name}}</td><td>{{.Source}}</td>
-<td>{{if .Up}}<span class="up">up</span>{{else if .Loading}}<span class="loading">loading</span>{{else}}<span class="down">down{{if .OverBudget}}: over its {{.OverBudget}} budget{{end}}</span>{{end}}</td>
-<td>{{range .Programs}}{{.Name}} ({{.Section}}{{if .Alternative}}, alternative {{.Alternative}}{{end}}): {{if .Attached}}attached{{else}}not attached{{end}}<br>{{end}}</td>
-<td>{{range .Alternatives}}<b>{{.Name}}</b>: {{if .Chosen}}chose {{.Chosen}}{{else}}none works{{end}}{{range .Passed}}<br>passed over <pre>{{.}}</pre>{{end}}<br>{{end}}</td>
-<td>{{if .Up}}{{if .Limits}}<span class="loading">over its series limit</span> (the excess is summed into one series whose labels are all {{$.Overflow}}): {{.Limits}}{{end}}{{if .Full}} <span class="loading">maps nearly full</span> (entries/max_entries): {{.Full}}{{end}}{{else if .Reason}}<pre>{{.Reason}}</pre>{{end}}</td>
-</tr>{{end}}
-</table>
-</body></html>
-`))
+type landing struct {
+	status *collector.Status
+	opts   Options
+	runs   *runTimes
+	now    func() time.Time
+}
+
+func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	states := l.status.States()
+	var rates map[string]float64
+	var window time.Duration
+	var end time.Time
+	if l.opts.CPURates != nil {
+		rates, window, end = l.opts.CPURates()
+	}
+	p := buildPage(states, l.runs.update(states), rates, window, end, l.now())
+	p.Metrics, p.Version, p.UI = l.opts.MetricsPath, l.opts.Version, ui.Path
+	var b bytes.Buffer
+	if err := pageTmpl.Execute(&b, p); err != nil {
+		http.Error(w, "landing page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
+// page is what the template shows.
+type page struct {
+	Metrics, Version, UI string
+	Summary              summary
+	Rows                 []row
+	Overflow             string // the overflow series' label value
+}
+
+// summary is the page's first lines.
+type summary struct {
+	Up, Down, Loading, OverBudget int
+	// Series: summed over the configs up that were read; Unread: configs
+	// up not read yet.
+	Series, Unread int
+	// ScrapeCost is the time the last reads took, summed over configs.
+	ScrapeCost string
+	// BPF is the BPF run time per second ("" when not measured), BPFWhen
+	// the window it was measured in.
+	BPF, BPFWhen string
+}
+
+// row is one config.
+type row struct {
+	Name, Source string
+	Bundled      bool
+	// Class is the CSS class of the state: up, down, loading, over.
+	Class, State string
+	// OverBudget is the resource ("cpu", "memory") whose budget took the
+	// config down.
+	OverBudget         string
+	Attached, Programs int
+	Series             string // "" when not read (or down)
+	NsPerEvent         string // "" when not measured
+	BPF                string // BPF time per second of the last window, "" when not measured
+	UILink             string // "" when the config is not up
+	Limits, Full       string // marks of configs up
+	Alternatives       []alternative
+	Reason, ReasonHint string
+}
+
+// alternative is an alternatives group, with only what the reason does
+// not already say.
+type alternative struct {
+	Name, Chosen string
+	Passed       []string
+}
+
+// buildPage builds the page of states; ns is the BPF ns/event by config,
+// rates the CPU s/s by config of the window of length window that ended at
+// end (nil: not measured).
+func buildPage(states []collector.State, ns, rates map[string]float64, window time.Duration, end, now time.Time) page {
+	p := page{Overflow: collector.OverflowValue}
+	var cost time.Duration
+	read := false
+	for _, st := range states {
+		rw := row{
+			Name:       collector.LabelValue(st.Name),
+			Source:     collector.LabelValue(st.Source),
+			Bundled:    st.Source == "bundled",
+			OverBudget: collector.LabelValue(st.OverBudget),
+			Programs:   len(st.Programs),
+		}
+		for _, pr := range st.Programs {
+			if pr.Attached {
+				rw.Attached++
+			}
+		}
+		switch {
+		case st.Up:
+			rw.Class, rw.State = "up", "up"
+			p.Summary.Up++
+			rw.UILink = ui.Path + "#" + url.PathEscape(rw.Name)
+		case st.Loading:
+			rw.Class, rw.State = "loading", "loading"
+			p.Summary.Loading++
+		case st.OverBudget != "":
+			rw.Class, rw.State = "over", "over budget"
+			p.Summary.Down++
+			p.Summary.OverBudget++
+		default:
+			rw.Class, rw.State = "down", "down"
+			p.Summary.Down++
+		}
+		if !st.Up && !st.Loading {
+			rw.Reason = collector.LabelValue(st.Reason)
+			rw.ReasonHint = reasonHint(rw.Reason)
+		}
+		if st.Up && st.Collector != nil {
+			cs := readConfig(st.Collector)
+			rw.Limits = collector.LabelValue(strings.Join(cs.limits, ", "))
+			rw.Full = collector.LabelValue(strings.Join(cs.full, ", "))
+			if n, took, ok := cs.series, cs.took, cs.read; ok {
+				rw.Series = strconv.Itoa(n)
+				p.Summary.Series += n
+				cost += took
+				read = true
+			} else {
+				p.Summary.Unread++
+			}
+		}
+		if st.Up {
+			if v, ok := ns[st.Name]; ok {
+				rw.NsPerEvent = strconv.FormatFloat(v, 'f', 0, 64)
+			}
+			if v, ok := rates[st.Name]; ok {
+				rw.BPF = perSecond(v)
+			}
+		}
+		rw.Alternatives = alternatives(st.Alternatives, rw.Reason)
+		p.Rows = append(p.Rows, rw)
+	}
+	if read {
+		p.Summary.ScrapeCost = duration(cost)
+	}
+	if len(rates) > 0 && !end.IsZero() {
+		sum := 0.0
+		for _, v := range rates {
+			sum += v
+		}
+		p.Summary.BPF = perSecond(sum)
+		p.Summary.BPFWhen = "in a " + window.Round(10*time.Millisecond).String() + " window " + ago(now.Sub(end))
+	}
+	return p
+}
+
+// configStats is what the page shows of a config's collector.
+type configStats struct {
+	limits, full []string // LimitHits, FullMaps
+	series       int      // LastRead
+	took         time.Duration
+	read         bool
+}
+
+// readConfig reads a collector's marks and last read; a variable for
+// tests, which have no loaded config.
+var readConfig = func(c *collector.Config) configStats {
+	n, took, ok := c.LastRead()
+	return configStats{limits: c.LimitHits(), full: c.FullMaps(), series: n, took: took, read: ok}
+}
+
+// alternatives returns the groups as shown: the choice in use, and the
+// choices passed over that reason (the text of a config that is down,
+// which names them when no choice works) does not already give.
+func alternatives(groups []collector.AlternativeState, reason string) []alternative {
+	var out []alternative
+	for _, g := range groups {
+		a := alternative{Name: collector.LabelValue(g.Name), Chosen: collector.LabelValue(g.Chosen)}
+		for _, ps := range g.Passed {
+			ps = collector.LabelValue(ps)
+			if reason == "" || !strings.Contains(reason, ps) {
+				a.Passed = append(a.Passed, ps)
+			}
+		}
+		if a.Chosen != "" || len(a.Passed) > 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// notSupported is how the loader says a kernel lacks a feature.
+const notSupported = " not supported by this kernel"
+
+// reasonHint returns a few words for a folded reason: the features it says
+// the kernel lacks ("kprobes, fentry/fexit not supported"), else "".
+func reasonHint(reason string) string {
+	var feats []string
+	for rest := reason; ; {
+		i := strings.Index(rest, notSupported)
+		if i < 0 {
+			break
+		}
+		head := rest[:i]
+		if j := strings.LastIndexAny(head, ":;("); j >= 0 {
+			head = head[j+1:]
+		}
+		head = strings.TrimSpace(head)
+		if head != "" && len(head) <= 40 && !contains(feats, head) && len(feats) < 4 {
+			feats = append(feats, head)
+		}
+		rest = rest[i+len(notSupported):]
+	}
+	if len(feats) == 0 {
+		return ""
+	}
+	return strings.Join(feats, ", ") + " not supported"
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// perSecond formats CPU seconds per second as milliseconds per second.
+func perSecond(v float64) string {
+	ms := v * 1000
+	switch {
+	case ms == 0:
+		return "0 ms/s"
+	case ms >= 100:
+		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms/s"
+	case ms >= 1:
+		return strconv.FormatFloat(ms, 'f', 1, 64) + " ms/s"
+	}
+	return strconv.FormatFloat(ms, 'f', 3, 64) + " ms/s"
+}
+
+// duration formats a read's duration in milliseconds.
+func duration(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	if ms >= 100 {
+		return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
+}
+
+// ago formats how long ago something ended, to the second.
+func ago(d time.Duration) string {
+	if d < time.Second {
+		return "just now"
+	}
+	return d.Round(time.Second).String() + " ago"
+}
+
+//go:embed landing.html
+var pageText string
+
+var pageTmpl = template.Must(template.New("landing").Parse(pageText))

@@ -81,6 +81,10 @@ type Options struct {
 	// for at most StartupWait) a scrape waits for it. Nil means no wait.
 	Loaded <-chan struct{}
 	Logger *slog.Logger
+	// CPURates gives the landing page the BPF run time the CPU budget
+	// measured in its last window ((*budget.CPU).LastRates); nil shows it
+	// as not measured.
+	CPURates CPURatesFunc
 }
 
 // Server is the exporter's HTTP server: the landing page, metrics and,
@@ -150,7 +154,7 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 		return nil, fmt.Errorf("register kernel_exporter_exposition_errors_total: %w", err)
 	}
 	mux.Handle(opts.MetricsPath, waitLoaded(metrics, opts.Loaded, time.Now().Add(StartupWait)))
-	mux.Handle("/", Landing(status, opts.MetricsPath, opts.Version))
+	mux.Handle("/", Landing(status, opts))
 	// The live page (package ui) samples the configs only while a page
 	// polls it.
 	mux.Handle(ui.Path, ui.Handler(ui.NewSampler(status.Read)))

@@ -257,9 +257,12 @@ func run() int {
 		log.Error("bad flags", "err", err)
 		return 2
 	}
+	cpu := budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
+		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }})
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{
 		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns,
 		EnablePprof: *enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
+		CPURates: cpu.LastRates,
 	})
 	if err != nil {
 		log.Error("bad flags", "err", err)
@@ -274,8 +277,7 @@ func run() int {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve() }()
 	exp.Start(ctx)
-	go budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
-		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }}).Run(ctx)
+	go cpu.Run(ctx)
 
 	loaded := exp.Loaded()
 	for {
