@@ -127,7 +127,7 @@ func TestLandingChromium(t *testing.T) {
 		t.Fatalf("chromium: screenshot: %v", err)
 	}
 	// Unfold every reason and alternative: still no overflow.
-	open, err := chromedp.Run(ctx, chromedp.Evaluate[landingLayout](`document.querySelectorAll('details').forEach(d => d.open = true), ` + landingMeasure))
+	open, err := chromedp.Run(ctx, chromedp.Evaluate[landingLayout](`document.querySelectorAll('details').forEach(d => d.open = true), `+landingMeasure))
 	if err != nil {
 		t.Fatalf("chromium: unfold and measure the page: %v", err)
 	}

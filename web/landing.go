@@ -28,7 +28,6 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/ui"
 )
 
-
 // CPURatesFunc returns the BPF run time of the CPU budget's last measuring
 // window, by config, in CPU seconds per second summed over CPUs, with the
 // window's length and end; rates is nil when nothing was measured yet (or
