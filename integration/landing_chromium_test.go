@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,43 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
-
-// landingChromium returns the path of Debian's chromium, or ends the test:
-// SKIP without it, a failure under CI=true (make test-deps installs it).
-func landingChromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	testenv.SkipOrFail(t, "no chromium in /usr/bin or PATH (Debian package chromium)")
-	return ""
-}
-
-// landingBrowser starts a headless chromium with a 1400x1000 window and
-// returns its context, ended at test cleanup.
-func landingBrowser(t *testing.T, chromium string) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox, // root: chromium refuses its sandbox
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1400, 1000),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	// The timeout bounds the browser's whole life (chromedp ends the
-	// browser with the context of its first action).
-	tctx, cancelTimeout := context.WithTimeout(context.Background(), 90*time.Second)
-	actx, cancelAlloc := chromedp.NewExecAllocator(tctx, opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc(); cancelTimeout() })
-	return ctx
-}
 
 // landingLayout is what the test measures of the page in the browser.
 type landingLayout struct {
@@ -84,7 +46,7 @@ const landingMeasure = `({
 // screenshot in the test's temporary directory, copied to
 // $KE_UI_SCREENSHOT_DIR when set.
 func TestLandingChromium(t *testing.T) {
-	chromium := landingChromium(t)
+	chromium := findChromium(t)
 	e := Start(t, "--programs=all")
 	deadline := time.Now().Add(60 * time.Second)
 	for stillLoading(e.Get("/metrics")) {
@@ -114,7 +76,7 @@ func TestLandingChromium(t *testing.T) {
 		t.Fatalf("%d configs up and %d down: the test wants both (every bundled program, on a kernel without kprobes or fentry)", up, down)
 	}
 
-	ctx := landingBrowser(t, chromium)
+	ctx := chromiumBrowser(t, chromium)
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.URL+"/"), chromedp.WaitVisible(chromedp.ID("configs-table"))); err != nil {
 		t.Fatalf("chromium: open %s/: %v", e.URL, err)
 	}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"image"
 	"image/png"
@@ -17,12 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-
-	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
-
-// chromiumPath is Debian's chromium package.
-const chromiumPath = "/usr/bin/chromium"
 
 // TestUIChromium opens /ui/ in headless Chromium on an exporter running the
 // default programs while O_DIRECT I/O runs, takes a screenshot and checks
@@ -31,9 +25,7 @@ const chromiumPath = "/usr/bin/chromium"
 // the test's temp dir and, when KE_UI_SCREENSHOT_DIR is set, copied there
 // as ui-heatmap.png.
 func TestUIChromium(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		testenv.SkipOrFail(t, "no headless browser: %s is missing (Debian package chromium): %v", chromiumPath, err)
-	}
+	chromiumPath := findChromium(t)
 	dir := ioTempDir(t)
 	e := Start(t) // the default programs: timers, biolatency, runqlat
 	self, err := url.Parse(e.URL)
@@ -71,12 +63,7 @@ func TestUIChromium(t *testing.T) {
 		}
 	}()
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.WindowSize(1400, 1000), chromedp.UserDataDir(t.TempDir()))...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
+	ctx := chromiumBrowser(t, chromiumPath)
 
 	var (
 		mu       sync.Mutex

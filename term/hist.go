@@ -202,11 +202,17 @@ func Rows(upper []float64, counts []uint64, u Unit) []Row {
 // labels. Names and values are made printable, values cut to
 // MaxLabelWidth.
 func LabelHeader(names, values []string) string {
+	return joinLabels(names, values, " = ", ", ")
+}
+
+// joinLabels joins name<eq>value pairs with sep, names made printable and
+// values cut to MaxLabelWidth.
+func joinLabels(names, values []string, eq, sep string) string {
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = Printable(n) + " = " + labelValue(values[i])
+		parts[i] = Printable(n) + eq + labelValue(values[i])
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, sep)
 }
 
 // WriteHist writes the tables of one histogram family over one interval:

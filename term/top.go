@@ -67,11 +67,7 @@ func (r *Rates) Rows(fams []*collector.Family, elapsed time.Duration) []TopRow {
 
 // labelPairs is a label set as shown in top: name=value joined by spaces.
 func labelPairs(names, values []string) string {
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = Printable(n) + "=" + labelValue(values[i])
-	}
-	return strings.Join(parts, " ")
+	return joinLabels(names, values, "=", " ")
 }
 
 // SortRows sorts rows by rate, highest first, then by total, highest
