@@ -1,0 +1,111 @@
+package deploy
+
+import (
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/kernel-exporter/kernel_exporter/programs"
+)
+
+// SelfMetrics are the exporter's own metrics that the dashboard and the
+// rules use (collector/status.go, collector/self.go, collector/maphealth.go,
+// budget/exceeded.go). Some have no series until their event happens:
+// kernel_exporter_budget_exceeded_total until a budget trips,
+// kernel_exporter_series_overflow_entries_total until a metric overflows.
+var SelfMetrics = []string{
+	"kernel_exporter_config_up",
+	"kernel_exporter_config_loading",
+	"kernel_exporter_budget_exceeded_total",
+	"kernel_exporter_map_entries",
+	"kernel_exporter_map_max_entries",
+	"kernel_exporter_map_update_errors_total",
+	"kernel_exporter_series_overflow_entries_total",
+	"kernel_exporter_scrape_duration_seconds",
+}
+
+// ProgramMetrics maps every series name a bundled program exports to the
+// program's name: "kernel_" + the metric's name for counters, and its
+// _bucket, _sum and _count series for histograms (from programs/*.yaml).
+func ProgramMetrics() (map[string]string, error) {
+	names, err := fs.Glob(programs.FS, "*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		b, err := fs.ReadFile(programs.FS, n)
+		if err != nil {
+			return nil, err
+		}
+		var c struct {
+			Metrics struct {
+				Counters   []struct{ Name string } `yaml:"counters"`
+				Histograms []struct{ Name string } `yaml:"histograms"`
+			} `yaml:"metrics"`
+		}
+		if err := yaml.Unmarshal(b, &c); err != nil {
+			return nil, fmt.Errorf("programs/%s: %w", n, err)
+		}
+		prog := strings.TrimSuffix(n, ".yaml")
+		for _, m := range c.Metrics.Counters {
+			out["kernel_"+m.Name] = prog
+		}
+		for _, m := range c.Metrics.Histograms {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				out["kernel_"+m.Name+s] = prog
+			}
+		}
+	}
+	return out, nil
+}
+
+var metricRE = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+
+// Metrics returns the sorted, distinct metric names q selects: the
+// identifiers that start with "kernel_" or hold a ":" (recording rules),
+// outside label matchers and strings.
+func Metrics(q string) []string {
+	// Drop label matchers and strings, which may hold anything.
+	var b strings.Builder
+	depth := 0
+	var quote byte
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+			continue
+		case c == '"' || c == '\'' || c == '`':
+			quote = c
+			continue
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+			b.WriteByte(' ')
+			continue
+		}
+		if depth == 0 {
+			b.WriteByte(c)
+		}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, id := range metricRE.FindAllString(b.String(), -1) {
+		if (strings.HasPrefix(id, "kernel_") || strings.Contains(id, ":")) && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
