@@ -14,9 +14,8 @@ import (
 
 // SelfMetrics are the exporter's own metrics that the dashboard and the
 // rules use (collector/status.go, collector/self.go, collector/maphealth.go,
-// budget/exceeded.go). Some have no series until their event happens:
-// kernel_exporter_budget_exceeded_total until a budget trips,
-// kernel_exporter_series_overflow_entries_total until a metric overflows.
+// budget/exceeded.go). kernel_exporter_budget_exceeded_total has no series
+// until a budget trips.
 var SelfMetrics = []string{
 	"kernel_exporter_config_up",
 	"kernel_exporter_config_loading",

@@ -30,6 +30,13 @@ const prometheusBinary = "/usr/bin/prometheus"
 // killed at test cleanup.
 func startPrometheus(t *testing.T, target string, flags ...string) string {
 	t.Helper()
+	return startPrometheusRules(t, target, nil, flags...)
+}
+
+// startPrometheusRules is startPrometheus with rule files (absolute paths)
+// that the server loads and evaluates every second.
+func startPrometheusRules(t *testing.T, target string, ruleFiles []string, flags ...string) string {
+	t.Helper()
 	if _, err := os.Stat(prometheusBinary); err != nil {
 		testenv.SkipOrFail(t, "%s missing (install the prometheus package): %v", prometheusBinary, err)
 	}
@@ -43,6 +50,12 @@ scrape_configs:
     static_configs:
       - targets: [%q]
 `, target)
+	if len(ruleFiles) > 0 {
+		cfg += "rule_files:\n"
+		for _, f := range ruleFiles {
+			cfg += fmt.Sprintf("  - %q\n", f)
+		}
+	}
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,242 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/deploy"
+)
+
+// deployPrograms are the bundled programs the dashboard and the rules read.
+const deployPrograms = "timers,biolatency,runqlat,softirq,syscalls,packet_drops,tcp_retransmits,tcp_states,rcvqueue_full,exec,net_tx_size,oomkill,tcp_syn_backlog"
+
+// deployNoEvent lists the expressions that cannot return data in this test
+// although their program is up: the test does not cause their event. The
+// metric names in them are still checked against programs/*.yaml and the
+// self-metrics.
+var deployNoEvent = map[string]string{
+	"grafana/kernel_exporter.json: panel Budget trips (1h)":     "no config goes over a budget",
+	"grafana/kernel_exporter.json: panel Series overflow":       "no metric goes over its max_series",
+	"grafana/kernel_exporter.json: panel TCP retransmits":       "loopback TCP loses no segment, so nothing is retransmitted",
+	"grafana/kernel_exporter.json: panel OOM kills":             "no OOM kill is caused",
+	"prometheus/alerts.yml: alert KernelListenOverflowDrops":    "on 6.18 a SYN to a full accept queue is consumed, not a kfree_skb drop (docs/programs.md, packet_drops)",
+	"prometheus/alerts.yml: alert KernelExporterBudgetExceeded": "no config goes over a budget",
+	"prometheus/alerts.yml: alert KernelExporterSeriesOverflow": "no metric goes over its max_series",
+}
+
+// TestDeployExprsReturnData runs the exporter with the programs the
+// dashboard and the rules read, has a real Prometheus scrape it every
+// second and evaluate recording.yml and alerts.yml (group intervals
+// lowered to 1 s), causes block I/O, loopback TCP connections, execs and
+// UDP receive-buffer drops, and evaluates every dashboard expression
+// ($__rate_interval = 1m) and every rule's expression (an alert's left
+// side) through /api/v1/query. Each must return a non-empty result, except
+// those of a program that is down on this kernel and those listed in
+// deployNoEvent; for both, every metric in the expression must be one a
+// program's YAML defines or a self-metric.
+func TestDeployExprsReturnData(t *testing.T) {
+	dash, err := deploy.DashboardExprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := deploy.RuleExprs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	progs, err := deploy.ProgramMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// recorded maps a recording rule's name to the metrics it reads.
+	recorded := map[string][]string{}
+	for _, r := range rules {
+		if name, ok := strings.CutPrefix(r.Source, "prometheus/recording.yml: record "); ok {
+			recorded[name] = deploy.Metrics(r.Query)
+		}
+	}
+
+	// Rule files with their 1 m group interval lowered to 1 s.
+	dir := t.TempDir()
+	var ruleFiles []string
+	for _, f := range deploy.RuleFiles {
+		b, err := os.ReadFile(filepath.Join("..", "deploy", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(out, []byte(strings.ReplaceAll(string(b), "interval: 1m", "interval: 1s")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, out)
+	}
+
+	ioDir := ioTempDir(t)
+	e := Start(t, "--programs="+deployPrograms)
+	base := startPrometheusRules(t, strings.TrimPrefix(e.URL, "http://"), ruleFiles)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); deployWorkload(ctx, t, ioDir) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	all := append(dash, rules...)
+	for i := range all {
+		all[i].Data = deploy.Substitute(all[i].Data, "1m")
+	}
+	got := map[int]int{} // expression index -> series returned
+	errs := map[int]error{}
+	expected := func(i int) bool {
+		if _, ok := deployNoEvent[all[i].Source]; ok {
+			return false
+		}
+		return len(downPrograms(t, base, progs, recorded, all[i].Data)) == 0
+	}
+	Eventually(t, 90*time.Second, func() bool {
+		done := true
+		for i, x := range all {
+			if got[i] > 0 {
+				continue
+			}
+			vals, err := promQuery(base, x.Data)
+			errs[i] = err
+			got[i] = len(vals)
+			if got[i] == 0 && expected(i) {
+				done = false
+			}
+		}
+		return done
+	}, "not every expression returned data within 90s (see the log)")
+
+	for i, x := range all {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("%s: %s: %v", x.Source, x.Data, errs[i])
+		case got[i] > 0 && deployNoEvent[x.Source] != "":
+			t.Errorf("%s returned data but is listed in deployNoEvent: remove it there", x.Source)
+		case got[i] > 0:
+			t.Logf("DATA    %-70s %d series: %s", x.Source, got[i], x.Data)
+		default:
+			why := deployNoEvent[x.Source]
+			if down := downPrograms(t, base, progs, recorded, x.Data); len(down) > 0 {
+				why = "program down on this kernel: " + strings.Join(down, ", ")
+			}
+			if why == "" {
+				t.Errorf("NO DATA %s: %s", x.Source, x.Data)
+				continue
+			}
+			for _, m := range deployBaseMetrics(x.Data, recorded) {
+				if progs[m] == "" && !slices.Contains(deploy.SelfMetrics, m) {
+					t.Errorf("%s: metric %s is not defined by any program's YAML nor a self-metric", x.Source, m)
+				}
+			}
+			t.Logf("NO DATA %-70s (%s; metrics %v defined): %s", x.Source, why, deployBaseMetrics(x.Data, recorded), x.Data)
+		}
+	}
+}
+
+// deployBaseMetrics returns the scraped metrics q reads, with recorded
+// series replaced by the metrics of their recording rule.
+func deployBaseMetrics(q string, recorded map[string][]string) []string {
+	var out []string
+	for _, m := range deploy.Metrics(q) {
+		if r, ok := recorded[m]; ok {
+			out = append(out, r...)
+		} else {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// downPrograms returns the programs whose metrics q reads and whose config
+// is down (kernel_exporter_config_up 0).
+func downPrograms(t *testing.T, base string, progs map[string]string, recorded map[string][]string, q string) []string {
+	var down []string
+	for _, m := range deployBaseMetrics(q, recorded) {
+		p := progs[m]
+		if p == "" || slices.Contains(down, p) {
+			continue
+		}
+		v, err := promQuery(base, fmt.Sprintf(`kernel_exporter_config_up{config=%q}`, p))
+		if err == nil && len(v) == 1 && v[0] == 0 {
+			down = append(down, p)
+		}
+	}
+	return down
+}
+
+// deployWorkload causes, until ctx ends, the events the expressions count:
+// O_DIRECT I/O in dir (biolatency), loopback TCP connections (tcp_states,
+// timers, net_tx_size), execs of /bin/true (exec, syscalls), UDP to a
+// closed port (packet_drops NO_SOCKET) and to a socket with the smallest
+// receive buffer (rcvqueue_full ENOMEM, packet_drops SOCKET_RCVBUFF).
+func deployWorkload(ctx context.Context, t *testing.T, dir string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Errorf("listen: %v", err)
+		return
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	full, err := udpSocket(t, loopback4(0))
+	if err != nil {
+		t.Errorf("%v", err)
+		return
+	}
+	if err := unix.SetsockoptInt(full, unix.SOL_SOCKET, unix.SO_RCVBUF, 0); err != nil {
+		t.Errorf("SO_RCVBUF: %v", err)
+		return
+	}
+	fullPort, err := localPort(full)
+	if err != nil {
+		t.Errorf("%v", err)
+		return
+	}
+	closed, err := udpSocket(t, loopback4(0))
+	if err != nil {
+		t.Errorf("%v", err)
+		return
+	}
+	closedPort, _ := localPort(closed)
+	unix.Close(closed) // now nothing listens on closedPort
+	sender, err := udpSocket(t, loopback4(0))
+	if err != nil {
+		t.Errorf("%v", err)
+		return
+	}
+	for ctx.Err() == nil {
+		if _, _, err := runDirectIO(dir, 16, 64<<10); err != nil {
+			t.Errorf("O_DIRECT I/O: %v", err)
+			return
+		}
+		for range 20 {
+			if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+				c.Close()
+			}
+		}
+		_ = exec.Command("/bin/true").Run()
+		_ = sendN(sender, loopback4(fullPort), 50, 1000)
+		_ = sendN(sender, loopback4(closedPort), 10, 100)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
