@@ -27,12 +27,10 @@ const deployPrograms = "timers,biolatency,runqlat,softirq,syscalls,packet_drops,
 // self-metrics.
 var deployNoEvent = map[string]string{
 	"grafana/kernel_exporter.json: panel Budget trips (1h)":     "no config goes over a budget",
-	"grafana/kernel_exporter.json: panel Series overflow":       "no metric goes over its max_series",
 	"grafana/kernel_exporter.json: panel TCP retransmits":       "loopback TCP loses no segment, so nothing is retransmitted",
 	"grafana/kernel_exporter.json: panel OOM kills":             "no OOM kill is caused",
 	"prometheus/alerts.yml: alert KernelListenOverflowDrops":    "on 6.18 a SYN to a full accept queue is consumed, not a kfree_skb drop (docs/programs.md, packet_drops)",
 	"prometheus/alerts.yml: alert KernelExporterBudgetExceeded": "no config goes over a budget",
-	"prometheus/alerts.yml: alert KernelExporterSeriesOverflow": "no metric goes over its max_series",
 }
 
 // TestDeployExprsReturnData runs the exporter with the programs the
