@@ -93,7 +93,7 @@ func TestReleaseDeb(t *testing.T) {
 		t.Logf("user: %s", strings.TrimSpace(string(out)))
 	}
 
-	out, err := exec.Command("/usr/bin/kernel_exporter", "--version").CombinedOutput()
+	out, err := exec.Command("/usr/bin/kernel_exporter", "--version").Output()
 	if err != nil {
 		t.Fatalf("kernel_exporter --version: %v\n%s", err, out)
 	}
