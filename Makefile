@@ -101,9 +101,18 @@ export GOTOOLCHAIN ?= auto
 BINARY    := kernel_exporter
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION  ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
+BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+# The build date is the last commit's (or SOURCE_DATE_EPOCH's), never the
+# clock's, so that two builds of one commit are byte-identical.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+BUILD_DATE := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y%m%d-%H:%M:%S)
 LDFLAGS   := -s -w \
-	-X github.com/prometheus/common/version.Version=$(VERSION) \
-	-X github.com/prometheus/common/version.Revision=$(REVISION)
+	-X github.com/prometheus/common/version.Version=$(patsubst v%,%,$(VERSION)) \
+	-X github.com/prometheus/common/version.Revision=$(REVISION) \
+	-X github.com/prometheus/common/version.Branch=$(BRANCH) \
+	-X github.com/prometheus/common/version.BuildUser=make \
+	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 RUN_ARGS  ?=
 TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux
 # QEMU without its recommended packages (GUI libraries): the matrix runs headless.
@@ -217,4 +226,62 @@ bench-budget:
 
 # ---------------------------------------------------------------------------
 # End of benchmarks section
+# ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# Install and release
+#
+#   make install    (root) the static binary to $(DESTDIR)$(PREFIX)/bin, the
+#                   systemd unit (ExecStart under $(PREFIX)) to
+#                   $(SYSTEMD_UNIT_DIR), the sysusers file to
+#                   $(SYSUSERS_DIR)/kernel_exporter.conf, and an empty
+#                   $(CONFIG_DIR)/ for user programs (existing files are
+#                   kept). Starts nothing.
+#   make uninstall  removes them ($(CONFIG_DIR) only when empty).
+#   make release    into $(DIST)/: for each of $(RELEASE_ARCHES), a tarball
+#                   kernel_exporter-<version>.linux-<arch>.tar.gz and a .deb
+#                   (nfpm $(NFPM_VERSION), deploy/nfpm.yaml), and
+#                   sha256sums.txt; see tools/release.sh. <version> is
+#                   git describe without a leading v.
+# ---------------------------------------------------------------------------
+
+PREFIX           ?= /usr/local
+DESTDIR          ?=
+SYSTEMD_UNIT_DIR ?= /etc/systemd/system
+SYSUSERS_DIR     ?= /usr/lib/sysusers.d
+CONFIG_DIR       ?= /etc/kernel_exporter
+DIST             ?= dist
+RELEASE_ARCHES   ?= amd64 arm64
+# Fetched through the module proxy by go run, never installed globally.
+NFPM_VERSION     ?= v2.45.2
+DIST_VERSION     := $(patsubst v%,%,$(VERSION))
+# Debian versions start with a digit: a describe that is not a tag (a
+# commit hash) becomes 0~git<hash>; hyphens (1.2.0-3-gabc, -dirty) become +.
+DEB_VERSION      := $(shell printf '%s' '$(DIST_VERSION)' | sed -e '/^[0-9][0-9]*\./!s/^/0~git/' -e 's/-/+/g')
+
+.PHONY: install uninstall release
+
+install: build
+	install -D -m 0755 $(BINARY) $(DESTDIR)$(PREFIX)/bin/$(BINARY)
+	install -d -m 0755 $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	sed 's|^ExecStart=[^ ]*/kernel_exporter|ExecStart=$(PREFIX)/bin/$(BINARY)|' deploy/kernel_exporter.service \
+		>$(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service
+	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service
+	install -D -m 0644 deploy/kernel_exporter.sysusers $(DESTDIR)$(SYSUSERS_DIR)/kernel_exporter.conf
+	[ -d $(DESTDIR)$(CONFIG_DIR) ] || install -d -m 0755 $(DESTDIR)$(CONFIG_DIR)
+	@echo "installed; to run it: systemd-sysusers && systemctl daemon-reload && systemctl enable --now kernel_exporter"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/$(BINARY) $(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service \
+		$(DESTDIR)$(SYSUSERS_DIR)/kernel_exporter.conf
+	@if [ -d $(DESTDIR)$(CONFIG_DIR) ]; then \
+		rmdir $(DESTDIR)$(CONFIG_DIR) 2>/dev/null || echo "kept $(DESTDIR)$(CONFIG_DIR): not empty"; \
+	fi
+
+release:
+	GO=$(GO) VERSION=$(DIST_VERSION) DEB_VERSION=$(DEB_VERSION) LDFLAGS='$(LDFLAGS)' DIST=$(DIST) \
+		ARCHES='$(RELEASE_ARCHES)' NFPM_VERSION=$(NFPM_VERSION) tools/heartbeat.sh tools/release.sh
+
+# ---------------------------------------------------------------------------
+# End of install and release section
 # ---------------------------------------------------------------------------

@@ -90,6 +90,9 @@ func run() int {
 	topCount := topCmd.Flag("count", fmt.Sprintf("Frames to show, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").Int()
 	app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden()
 	app.Version(version.Print("kernel_exporter"))
+	// --version and --help to stdout (kingpin's default is stderr), so that
+	// kernel_exporter --version | grep works; errors stay on stderr.
+	app.UsageWriter(os.Stdout)
 	app.HelpFlag.Short('h')
 	command, err := app.Parse(os.Args[1:])
 	if err != nil {

@@ -1,0 +1,7 @@
+#!/bin/sh
+# prerm: stop the service before its binary goes (only when systemd runs).
+set -e
+if [ "$1" = remove ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+	systemctl stop kernel_exporter.service >/dev/null 2>&1 || true
+fi
+exit 0

@@ -1,0 +1,237 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
+)
+
+// debPackage is the .deb's package name (deploy/nfpm.yaml).
+const debPackage = "kernel_exporter"
+
+// TestReleaseDeb builds this machine's architecture's release with make
+// release (tools/release.sh: tarball and .deb through nfpm), installs the
+// .deb into the real system with dpkg -i, checks its files, --version, the
+// unit and the system user, runs the unit's command line (ExecStart with
+// the ARGS of /etc/default/kernel_exporter, as root, on a test port) until
+// kernel_exporter_config_up is 1 for every bundled default config, then
+// removes and purges the package and checks its files are gone.
+//
+// It changes the system (a package, and the kernel_exporter user, which
+// dpkg -P keeps as Debian does): run it on throwaway machines (CI, a VM).
+// The first run downloads nfpm's modules (about 25 s).
+func TestReleaseDeb(t *testing.T) {
+	for _, tool := range []string{"dpkg", "dpkg-query", "make", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.SkipOrFail(t, "%s not found: the .deb test needs dpkg and a Go toolchain (%v)", tool, err)
+		}
+	}
+	if out, err := exec.Command("dpkg-query", "-W", "-f=${Status}", debPackage).Output(); err == nil &&
+		strings.Contains(string(out), "installed") && !strings.Contains(string(out), "not-installed") {
+		t.Fatalf("package %s is already installed (%s): this test would replace it; dpkg -P %s first", debPackage, out, debPackage)
+	}
+
+	dist := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	mk := exec.CommandContext(ctx, "make", "--no-print-directory", "release",
+		"RELEASE_ARCHES="+runtime.GOARCH, "DIST="+dist)
+	mk.Dir = repoRoot
+	mk.Env = append(os.Environ(), "CGO_ENABLED=0")
+	start := time.Now()
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("make release: %v\n%s", err, out)
+	}
+	t.Logf("make release (%s) took %v", runtime.GOARCH, time.Since(start).Round(time.Second))
+
+	version := releaseVersion(t, dist)
+	debs, _ := filepath.Glob(filepath.Join(dist, "kernel_exporter_*_"+runtime.GOARCH+".deb"))
+	if len(debs) != 1 {
+		t.Fatalf("want one .deb for %s in %s, got %v", runtime.GOARCH, dist, debs)
+	}
+	sums, err := os.ReadFile(filepath.Join(dist, "sha256sums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sums), filepath.Base(debs[0])) {
+		t.Errorf("sha256sums.txt does not list %s:\n%s", filepath.Base(debs[0]), sums)
+	}
+	check := exec.Command("sha256sum", "-c", "sha256sums.txt")
+	check.Dir = dist
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("sha256sum -c: %v\n%s", err, out)
+	}
+
+	dpkg(t, "-i", debs[0])
+	t.Cleanup(func() { _ = exec.Command("dpkg", "-P", debPackage).Run() })
+
+	listed := dpkg(t, "-L", debPackage)
+	for _, f := range []string{"/usr/bin/kernel_exporter", "/usr/lib/systemd/system/kernel_exporter.service",
+		"/usr/lib/sysusers.d/kernel_exporter.conf", "/etc/default/kernel_exporter", "/etc/kernel_exporter",
+		"/usr/share/doc/kernel_exporter/README.md"} {
+		if !containsLine(listed, f) {
+			t.Errorf("dpkg -L %s does not list %s:\n%s", debPackage, f, listed)
+		}
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("after dpkg -i: %v", err)
+		}
+	}
+	if conf := dpkg(t, "-s", debPackage); !strings.Contains(conf, "/etc/default/kernel_exporter") {
+		t.Errorf("/etc/default/kernel_exporter is not a conffile:\n%s", conf)
+	}
+	if out, err := exec.Command("getent", "passwd", "kernel_exporter").Output(); err != nil {
+		t.Errorf("postinst made no kernel_exporter user: %v", err)
+	} else {
+		t.Logf("user: %s", strings.TrimSpace(string(out)))
+	}
+
+	out, err := exec.Command("/usr/bin/kernel_exporter", "--version").Output()
+	if err != nil {
+		t.Fatalf("kernel_exporter --version: %v\n%s", err, out)
+	}
+	for _, want := range []string{"kernel_exporter, version " + version + " (", "branch: ", "revision: ",
+		"build user:", "build date:", "go version:", "platform:"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("--version lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("--version:\n%s", out)
+
+	unit := "/usr/lib/systemd/system/kernel_exporter.service"
+	if _, err := exec.LookPath("systemd-analyze"); err == nil {
+		// Only the unit's own lines: verify also reports missing
+		// dependencies' units, which a container may lack.
+		out, err := exec.Command("systemd-analyze", "verify", unit).CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "kernel_exporter.service") {
+				t.Errorf("systemd-analyze verify %s: %s", unit, line)
+			}
+		}
+		t.Logf("systemd-analyze verify: err=%v %s", err, out)
+	}
+	argv := unitCommand(t, unit)
+
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	argv = append(argv, "--web.listen-address="+addr)
+	t.Logf("unit command line: %q", argv)
+	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
+	e.cmd = exec.Command(argv[0], argv[1:]...)
+	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
+	if err := e.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { e.done <- e.cmd.Wait() }()
+	t.Cleanup(func() { e.Stop() })
+	if err := waitServing(e.URL, e.done, 60*time.Second); err != nil {
+		t.Fatalf("%q: %v\n%s", argv, err, e.logs)
+	}
+	ms := e.Scrape()
+	configs := ms.LabelValues("kernel_exporter_config_up", "config")
+	if len(configs) == 0 {
+		t.Fatalf("no kernel_exporter_config_up series\n%s", e.logs)
+	}
+	for _, c := range configs {
+		if v := ms.Value("kernel_exporter_config_up", L("config", c)); v != 1 {
+			t.Errorf("kernel_exporter_config_up{config=%q} = %v, want 1", c, v)
+		}
+	}
+	t.Logf("kernel_exporter_config_up = 1 for %d configs: %v", len(configs), configs)
+	if err := e.Stop(); err != nil {
+		t.Errorf("stop: %v\n%s", err, e.logs)
+	}
+
+	dpkg(t, "-r", debPackage)
+	if _, err := os.Stat("/usr/bin/kernel_exporter"); !os.IsNotExist(err) {
+		t.Errorf("after dpkg -r, /usr/bin/kernel_exporter: %v (want it gone)", err)
+	}
+	if _, err := os.Stat(unit); !os.IsNotExist(err) {
+		t.Errorf("after dpkg -r, %s: %v (want it gone)", unit, err)
+	}
+	if _, err := os.Stat("/etc/default/kernel_exporter"); err != nil {
+		t.Errorf("dpkg -r removed the conffile /etc/default/kernel_exporter (only -P should): %v", err)
+	}
+	dpkg(t, "-P", debPackage)
+	if _, err := os.Stat("/etc/default/kernel_exporter"); !os.IsNotExist(err) {
+		t.Errorf("after dpkg -P, /etc/default/kernel_exporter: %v (want it gone)", err)
+	}
+}
+
+// dpkg runs dpkg with args and returns its output, failing t on error.
+func dpkg(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("dpkg", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func containsLine(text, line string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimSpace(l) == line {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseVersion returns <version> from dist's
+// kernel_exporter-<version>.linux-<arch>.tar.gz.
+func releaseVersion(t *testing.T, dist string) string {
+	t.Helper()
+	suffix := ".linux-" + runtime.GOARCH + ".tar.gz"
+	tars, _ := filepath.Glob(filepath.Join(dist, "kernel_exporter-*"+suffix))
+	if len(tars) != 1 {
+		t.Fatalf("want one kernel_exporter-<version>%s in %s, got %v", suffix, dist, tars)
+	}
+	v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(tars[0]), "kernel_exporter-"), suffix)
+	if v == "" || strings.HasPrefix(v, "v") {
+		t.Fatalf("tarball %s: version %q is empty or keeps its leading v", tars[0], v)
+	}
+	return v
+}
+
+// unitCommand returns the unit's ExecStart as systemd would run it: each
+// unbraced $VAR replaced by the whitespace-split words of that variable
+// from its EnvironmentFile (read by sh, as the file is shell syntax).
+func unitCommand(t *testing.T, unit string) []string {
+	t.Helper()
+	text, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exec_, envFile string
+	for _, line := range strings.Split(string(text), "\n") {
+		if v, ok := strings.CutPrefix(line, "ExecStart="); ok {
+			exec_ = v
+		}
+		if v, ok := strings.CutPrefix(line, "EnvironmentFile="); ok {
+			envFile = strings.TrimPrefix(v, "-")
+		}
+	}
+	if exec_ != "/usr/bin/kernel_exporter $ARGS" || envFile != "/etc/default/kernel_exporter" {
+		t.Fatalf("%s: ExecStart=%q EnvironmentFile=%q, want /usr/bin/kernel_exporter $ARGS and /etc/default/kernel_exporter", unit, exec_, envFile)
+	}
+	out, err := exec.Command("sh", "-c", `set -a; . "$1"; printf '%s' "$ARGS"`, "sh", envFile).Output()
+	if err != nil {
+		t.Fatalf("read %s: %v", envFile, err)
+	}
+	var argv []string
+	for _, w := range strings.Fields(exec_) {
+		if w == "$ARGS" {
+			argv = append(argv, strings.Fields(string(out))...)
+			continue
+		}
+		argv = append(argv, w)
+	}
+	return argv
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# release.sh: writes the release into $DIST (make release sets every variable
+# below from the Makefile):
+#   kernel_exporter-$VERSION.linux-$ARCH.tar.gz  a directory of the same name
+#       with the static binary, README.md, LICENSE (when present) and deploy/
+#       (the systemd unit for /usr/local/bin and the sysusers file);
+#   kernel_exporter_$DEB_VERSION_$ARCH.deb       built with nfpm
+#       (deploy/nfpm.yaml, run as go run ...nfpm@$NFPM_VERSION);
+#   sha256sums.txt                                over all of the above.
+# Tarballs are reproducible: names sorted, owner root, mtime and gzip header
+# from SOURCE_DATE_EPOCH.
+set -euo pipefail
+: "${GO:?}" "${VERSION:?}" "${DEB_VERSION:?}" "${LDFLAGS:?}" "${DIST:?}" "${ARCHES:?}" \
+	"${NFPM_VERSION:?}" "${SOURCE_DATE_EPOCH:?}"
+
+root=$(pwd)
+mkdir -p "$DIST"
+dist=$(cd "$DIST" && pwd)
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+rm -f "$dist"/kernel_exporter-*.tar.gz "$dist"/kernel_exporter_*.deb "$dist/sha256sums.txt"
+
+for arch in $ARCHES; do
+	name=kernel_exporter-$VERSION.linux-$arch
+	dir=$stage/$name
+	mkdir -p "$dir/deploy"
+	echo "release: go build linux/$arch"
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch "$GO" build -trimpath -ldflags "$LDFLAGS" \
+		-o "$dir/kernel_exporter" ./cmd/kernel_exporter
+	cp README.md "$dir/"
+	if [ -f LICENSE ]; then cp LICENSE "$dir/"; fi
+	cp deploy/kernel_exporter.service deploy/kernel_exporter.sysusers "$dir/deploy/"
+	echo "release: $name.tar.gz"
+	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
+		-C "$stage" -cf - "$name" | gzip -n -9 >"$dist/$name.tar.gz"
+
+	# The .deb: the binary at /usr/bin, its flags from /etc/default.
+	deb=$stage/deb-$arch
+	mkdir -p "$deb"
+	cp "$dir/kernel_exporter" README.md deploy/nfpm.yaml deploy/kernel_exporter.sysusers \
+		deploy/deb/kernel_exporter.default deploy/deb/postinst.sh deploy/deb/prerm.sh \
+		deploy/deb/postrm.sh "$deb/"
+	sed -e 's|^ExecStart=.*|EnvironmentFile=-/etc/default/kernel_exporter\nExecStart=/usr/bin/kernel_exporter $ARGS|' \
+		deploy/kernel_exporter.service >"$deb/kernel_exporter.service"
+	grep -q '^ExecStart=/usr/bin/kernel_exporter \$ARGS$' "$deb/kernel_exporter.service" || {
+		echo "release: deploy/kernel_exporter.service has no ExecStart line to rewrite" >&2
+		exit 1
+	}
+	echo "release: kernel_exporter_${DEB_VERSION}_$arch.deb (nfpm $NFPM_VERSION)"
+	(cd "$deb" && NFPM_ARCH=$arch DEB_VERSION=$DEB_VERSION \
+		"$GO" run "github.com/goreleaser/nfpm/v2/cmd/nfpm@$NFPM_VERSION" \
+		package --config nfpm.yaml --packager deb --target "$dist/")
+done
+
+(cd "$dist" && sha256sum kernel_exporter-*.tar.gz kernel_exporter_*.deb >sha256sums.txt)
+echo "release: $dist"
+ls -l "$dist"
