@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -214,6 +215,9 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 			})
 		}
 		res.Outcome, res.Reason = ReloadFailed, err.Error()
+		if errors.Is(err, syscall.EPERM) {
+			res.Reason += " (after start-up the exporter drops the capabilities loading needs: keep them with --capabilities.keep, e.g. perfmon for tracepoints, to reload changed configs)"
+		}
 		return res
 	}
 	stop := c.StartExpiry()
