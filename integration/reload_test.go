@@ -83,7 +83,8 @@ func status(t *testing.T, method, url string) int {
 // scrapes made back to back meanwhile, and the reload metrics show
 // success with a newer timestamp. Then it breaks rl's YAML and POSTs
 // /-/reload: 500, last_reload_successful 0, the failure logged, and rl's
-// running version still counts. /-/healthy and /-/ready are 200.
+// running version still counts. A third config, rl3, down at start with a
+// broken YAML and fixed before the SIGHUP, is up after it. /-/healthy and /-/ready are 200.
 func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	compileBPF(t, filepath.Join("integration", "testdata", "ttl", "getppid.bpf.c"), filepath.Join(dir, "rl.bpf.o"))
@@ -91,12 +92,18 @@ func TestReload(t *testing.T) {
 	compileBPF(t, filepath.Join("integration", "testdata", "ttl", "getppid.bpf.c"), filepath.Join(dir, "rl2.bpf.o"), "-Dttl_calls_total=reload_kept_calls_total")
 	writeProbeConfig(t, dir, "rl", reloadYAML("ttl_calls_total", "getppid calls (reload test, old version)"))
 	writeProbeConfig(t, dir, "rl2", reloadYAML("reload_kept_calls_total", "getppid calls (reload test, unchanged)"))
-	e := Start(t, "--config.dir="+dir, "--config.names=rl,rl2", "--programs=timers", "--web.enable-lifecycle", "--capabilities.keep=perfmon")
+	// rl3 is down at start (its YAML is broken), fixed before the reload.
+	compileBPF(t, filepath.Join("integration", "testdata", "ttl", "getppid.bpf.c"), filepath.Join(dir, "rl3.bpf.o"), "-Dttl_calls_total=reload_late_calls_total")
+	writeProbeConfig(t, dir, "rl3", "metrics: [\n")
+	e := Start(t, "--config.dir="+dir, "--config.names=rl,rl2,rl3", "--programs=timers", "--web.enable-lifecycle", "--capabilities.keep=perfmon")
 	m := e.Scrape()
 	for _, c := range []string{"rl", "rl2", "timers"} {
 		if v := m.Value("kernel_exporter_config_up", L("config", c)); v != 1 {
 			t.Fatalf("config %s is not up\n%s", c, e.Logs())
 		}
+	}
+	if v := m.Value("kernel_exporter_config_up", L("config", "rl3")); v != 0 {
+		t.Fatalf("config rl3 (broken) is up")
 	}
 	for _, p := range []string{"/-/healthy", "/-/ready"} {
 		if c := status(t, http.MethodGet, e.URL+p); c != 200 {
@@ -156,6 +163,7 @@ func TestReload(t *testing.T) {
 	})
 	oldCount := e.Scrape().Value("kernel_ttl_calls_total", self)
 	writeProbeConfig(t, dir, "rl", reloadYAML("ttl_calls_total", "getppid calls (reload test, new version)"))
+	writeProbeConfig(t, dir, "rl3", reloadYAML("reload_late_calls_total", "getppid calls (reload test, fixed)"))
 	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +191,9 @@ func TestReload(t *testing.T) {
 	if v := m.Value("kernel_reload_kept_calls_total", self); v < calls {
 		t.Fatalf("rl2 (unchanged) shows %v calls after the reload, want at least %d: its map was replaced", v, calls)
 	}
+	if v := m.Value("kernel_exporter_config_up", L("config", "rl3")); v != 1 {
+		t.Fatalf("rl3, down at start and fixed, is not up after the reload\n%s", e.Logs())
+	}
 	after := progIDs(t, pid)
 	var kept int
 	for id := range before {
@@ -191,8 +202,8 @@ func TestReload(t *testing.T) {
 		}
 	}
 	t.Logf("program ids before %v, after %v", before, after)
-	if len(after) != len(before) || kept != len(before)-1 {
-		t.Fatalf("program ids: %d before, %d after, %d kept; want the same count with exactly one (rl's) replaced", len(before), len(after), kept)
+	if len(after) != len(before)+1 || kept != len(before)-1 {
+		t.Fatalf("program ids: %d before, %d after, %d kept; want one more (rl3's) with exactly one (rl's) replaced", len(before), len(after), kept)
 	}
 	if !strings.Contains(e.Logs(), "config reloaded") {
 		t.Fatalf("no 'config reloaded' log line\n%s", e.Logs())
