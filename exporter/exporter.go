@@ -97,10 +97,15 @@ type Exporter struct {
 	objects []*loader.Object
 	claims  map[string]string // metric name -> config serving it
 	closed  bool
-	stops   []func() // end the configs' background expiry reads
 	// live holds each config that is up, for Detach; env is Start's.
 	live map[string]liveConfig
 	env  *decoder.Env
+	// digests holds each config's digest when its running version (or
+	// its failed start) was loaded; reload serializes Reload.
+	digests map[string]string
+	reload  *reloadState
+	// registered holds the names configs' descriptors took in Registry.
+	registered map[string]bool
 }
 
 // New prepares an exporter for every source, each in the loading state,
@@ -115,17 +120,20 @@ func New(opts Options) *Exporter {
 		opts.LoadTimeout = DefaultLoadTimeout
 	}
 	e := &Exporter{
-		Registry: prometheus.NewRegistry(),
-		Status:   &collector.Status{},
-		Exceeded: budget.NewExceeded(),
-		opts:     opts,
-		log:      log,
-		loaded:   make(chan struct{}),
-		claims:   map[string]string{},
-		live:     map[string]liveConfig{},
+		Registry:   prometheus.NewRegistry(),
+		Status:     &collector.Status{},
+		Exceeded:   budget.NewExceeded(),
+		opts:       opts,
+		log:        log,
+		loaded:     make(chan struct{}),
+		claims:     map[string]string{},
+		live:       map[string]liveConfig{},
+		digests:    map[string]string{},
+		registered: map[string]bool{},
+		reload:     newReloadState(),
 	}
 	e.Memory = budget.NewLedger(opts.MemoryBudget, e.Exceeded)
-	e.Registry.MustRegister(e.Status, e.Exceeded)
+	e.Registry.MustRegister(e.Status, e.Exceeded, e.reload)
 	for _, src := range opts.Sources {
 		st := &collector.State{Name: src.Name, Source: "bundled", Loading: true}
 		if src.Dir != "" {
@@ -175,6 +183,7 @@ func (e *Exporter) Start(ctx context.Context) {
 		// which the kernel shows every address as 0.
 		env.Warm()
 		close(warmed)
+		e.reload.done(true) // start-up's load counts as the first one
 		e.once.Do(func() { close(e.loaded) })
 	}()
 	go func() {
@@ -232,9 +241,11 @@ func (e *Exporter) timeout(st *collector.State) {
 // closed.
 func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 	res := collector.State{Name: st.Name, Source: st.Source}
+	dg := digest(src) // before reading: a change during the load shows at the next Reload
 	obj, c, names, err := e.load(&res, src, env)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.digests[st.Name] = dg
 	var late bool
 	e.Status.Update(st, func(cur *collector.State) { late = !cur.Loading })
 	if err == nil && !late && !e.closed {
@@ -263,10 +274,10 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 		return
 	}
 	e.objects = append(e.objects, obj)
-	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names}
+	// ttl metrics expire without scrapes
+	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names, stop: c.StartExpiry()}
 	res.Up = true
 	res.Collector = c
-	e.stops = append(e.stops, c.StartExpiry()) // ttl metrics expire without scrapes
 	e.Status.Update(st, func(cur *collector.State) { *cur = res })
 	e.log.Info("config up", "config", res.Name, "from", res.Source, "programs", len(res.Programs))
 	for _, a := range res.Alternatives {
@@ -289,6 +300,9 @@ func (e *Exporter) claim(config string, names []string, c *collector.Config) err
 	}
 	for _, n := range names {
 		e.claims[n] = config
+	}
+	for _, d := range describe(c.Descs()) {
+		e.registered[fqName(d)] = true
 	}
 	return nil
 }
@@ -400,8 +414,8 @@ func (e *Exporter) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
-	for _, stop := range e.stops {
-		stop()
+	for _, lc := range e.live {
+		lc.stop()
 	}
 	for _, o := range e.objects {
 		o.Close()
@@ -415,7 +429,8 @@ type liveConfig struct {
 	obj      *loader.Object
 	c        *collector.Config
 	names    []string
-	detached bool // by Detach, until Reattach
+	detached bool   // by Detach, until Reattach
+	stop     func() // ends its background expiry reads
 }
 
 // Detach takes a config that is up down for reason, having gone over the

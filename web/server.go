@@ -85,6 +85,12 @@ type Options struct {
 	// measured in its last window ((*budget.CPU).LastRates); nil shows it
 	// as not measured.
 	CPURates CPURatesFunc
+	// Reload reloads the configs (exporter.Exporter.Reload), run by
+	// POST /-/reload when EnableLifecycle (--web.enable-lifecycle) is
+	// set; otherwise that path answers 403. Loaded also decides
+	// /-/ready (503 until it is closed); /-/healthy is 200 while serving.
+	Reload          func(context.Context) error
+	EnableLifecycle bool
 }
 
 // Server is the exporter's HTTP server: the landing page, metrics and,
@@ -111,6 +117,8 @@ func CheckMetricsPath(p string, pprofOn bool) error {
 		return bad("must start with /")
 	case p == "/":
 		return bad("/ is the landing page; give a path such as /metrics")
+	case strings.HasPrefix(p, "/-/"):
+		return bad("is under /-/, the health and lifecycle endpoints")
 	case strings.HasPrefix(p, ui.Path):
 		return bad("is under " + ui.Path + ", the live page")
 	case strings.IndexFunc(p, func(r rune) bool {
@@ -155,6 +163,9 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	}
 	mux.Handle(opts.MetricsPath, waitLoaded(metrics, opts.Loaded, time.Now().Add(StartupWait)))
 	mux.Handle("/", Landing(status, opts))
+	mux.HandleFunc(HealthyPath, healthy)
+	mux.HandleFunc(ReadyPath, ready(opts.Loaded))
+	mux.HandleFunc(ReloadPath, reloadHandler(opts.Reload, opts.EnableLifecycle))
 	// The live page (package ui) samples the configs only while a page
 	// polls it.
 	mux.Handle(ui.Path, ui.Handler(ui.NewSampler(status.Read)))

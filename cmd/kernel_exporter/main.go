@@ -71,6 +71,7 @@ func run() int {
 		maxConns    = app.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the connection idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).Int()
 		noExpMetric = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").Bool()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
+		lifecycle   = app.Flag("web.enable-lifecycle", "Reload the configs on POST /-/reload (as SIGHUP does); without it that path answers 403.").Bool()
 		capsKeep    = app.Flag("capabilities.keep", "Capabilities to keep once every program is attached, besides CAP_BPF (which reading maps needs on kernels before 6.5): comma-separated names (cap_syslog, CAP_SYS_ADMIN, perfmon), \"none\", or \"all\" to drop nothing. Every other capability is dropped from all sets and no_new_privs is set.").Default("none").String()
 		webFlags    = kingpinflag.AddFlags(app, DefaultAddress)
 	)
@@ -265,7 +266,8 @@ func run() int {
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{
 		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns,
 		EnablePprof: *enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
-		CPURates: cpu.LastRates,
+		CPURates: cpu.LastRates, EnableLifecycle: *lifecycle,
+		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },
 	})
 	if err != nil {
 		log.Error("bad flags", "err", err)
@@ -281,6 +283,19 @@ func run() int {
 	go func() { errc <- srv.Serve() }()
 	exp.Start(ctx)
 	go cpu.Run(ctx)
+	// SIGHUP reloads the configs (serve only: hist and top exit on it).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_, _ = exp.Reload(ctx) // logs each config's outcome
+			}
+		}
+	}()
 
 	loaded := exp.Loaded()
 	for {

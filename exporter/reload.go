@@ -1,0 +1,319 @@
+package exporter
+
+// Hot reload as a diff of config sets: every source is read again and its
+// digest (a SHA-256 of the YAML's bytes and the object's bytes) compared
+// with the one recorded when its running version was loaded. An unchanged
+// config is left alone (its programs, maps and series carry on); a changed
+// one is loaded and attached as a new version while the old one still
+// runs, then swapped in (in one critical section: the claims, the
+// registry's descriptors and the state, so that a scrape sees either
+// version, never neither), and only then is the old version closed. A new
+// version that fails leaves the old one serving.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/budget"
+	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/loader"
+)
+
+// Outcomes of one config in a reload (ReloadResult.Outcome).
+const (
+	// ReloadUnchanged: its files are as when its running version (or its
+	// failed start) was loaded; nothing was done.
+	ReloadUnchanged = "unchanged"
+	// ReloadReloaded: a new version was loaded, attached and swapped in.
+	ReloadReloaded = "reloaded"
+	// ReloadFailed: the new version failed; the old one (if any) serves.
+	ReloadFailed = "failed"
+	// ReloadLoading: its start-up load has not ended; it was skipped.
+	ReloadLoading = "loading"
+)
+
+// ReloadResult is what a reload did with one config.
+type ReloadResult struct {
+	Config  string
+	Outcome string // one of the Reload* outcomes
+	Reason  string // why it failed ("" otherwise)
+}
+
+// reloadState serializes reloads and holds the reload self-metrics.
+type reloadState struct {
+	mu        sync.Mutex // one reload at a time
+	ok        prometheus.Gauge
+	timestamp prometheus.Gauge
+}
+
+func newReloadState() *reloadState {
+	return &reloadState{
+		ok: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kernel_exporter_config_last_reload_successful",
+			Help: "Whether the last configuration reload attempt was successful (1) or not (0); start-up's load counts as one.",
+		}),
+		timestamp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kernel_exporter_config_last_reload_success_timestamp_seconds",
+			Help: "Timestamp of the last successful configuration reload (or of the end of start-up's load), in seconds since the Unix epoch.",
+		}),
+	}
+}
+
+func (r *reloadState) Describe(ch chan<- *prometheus.Desc) {
+	r.ok.Describe(ch)
+	r.timestamp.Describe(ch)
+}
+
+func (r *reloadState) Collect(ch chan<- prometheus.Metric) {
+	r.ok.Collect(ch)
+	r.timestamp.Collect(ch)
+}
+
+// done records the end of a reload (or of start-up's load).
+func (r *reloadState) done(ok bool) {
+	if ok {
+		r.ok.Set(1)
+		r.timestamp.Set(float64(time.Now().UnixNano()) / 1e9)
+		return
+	}
+	r.ok.Set(0)
+}
+
+// digest returns the SHA-256, in hex, of a source's YAML and object bytes.
+// Bundled programs are embedded and never change: their digest is
+// constant. A file that cannot be read counts by its error (so that it
+// appearing later is a change).
+func digest(src Source) string {
+	if src.Dir == "" {
+		return "bundled"
+	}
+	h := sha256.New()
+	for _, f := range []struct {
+		path, what string
+		limit      int64
+	}{
+		{filepath.Join(src.Dir, src.Name+".yaml"), "config", config.MaxFileSize},
+		{filepath.Join(src.Dir, src.Name+".bpf.o"), "BPF object", bounded.MaxObject},
+	} {
+		b, err := bounded.ReadFile(f.path, f.what, f.limit)
+		if err != nil {
+			fmt.Fprintf(h, "unreadable %d\n", len(err.Error()))
+			continue
+		}
+		fmt.Fprintf(h, "%d\n", len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Reload reads every source again and brings the running set to it:
+// unchanged configs are left untouched, changed ones (and configs that
+// are down whose files changed) are loaded and attached as a new version
+// before the old one is detached and closed, and a new version that fails
+// leaves the old one serving, logged. It returns one result per config in
+// source order, and an error naming the configs that failed (then
+// kernel_exporter_config_last_reload_successful is 0; else 1, with
+// kernel_exporter_config_last_reload_success_timestamp_seconds now).
+// Reloads run one at a time: a second call waits for the first. It
+// returns an error, changing nothing, before Start or after Close, or when
+// ctx is done before it begins.
+func (e *Exporter) Reload(ctx context.Context) ([]ReloadResult, error) {
+	e.reload.mu.Lock()
+	defer e.reload.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	env, closed := e.env, e.closed
+	e.mu.Unlock()
+	if env == nil || closed {
+		return nil, errors.New("reload: the exporter is not running")
+	}
+	e.log.Info("reloading configs", "configs", len(e.opts.Sources))
+	var (
+		out    []ReloadResult
+		failed []string
+	)
+	for i, src := range e.opts.Sources {
+		r := e.reloadOne(e.states[i], src)
+		out = append(out, r)
+		switch r.Outcome {
+		case ReloadFailed:
+			failed = append(failed, r.Config)
+			e.log.Error("config reload failed: the running version (if any) keeps serving", "config", r.Config, "reason", r.Reason)
+		case ReloadReloaded:
+			e.log.Info("config reloaded", "config", r.Config)
+		}
+	}
+	e.reload.done(len(failed) == 0)
+	if len(failed) > 0 {
+		return out, fmt.Errorf("reload failed for config %s", strings.Join(failed, ", "))
+	}
+	e.log.Info("reload done")
+	return out, nil
+}
+
+// reloadOne reloads one config when its files changed.
+func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
+	res := ReloadResult{Config: src.Name, Outcome: ReloadUnchanged}
+	dg := digest(src)
+	e.mu.Lock()
+	old, known := e.digests[src.Name]
+	var loading bool
+	e.Status.Update(st, func(cur *collector.State) { loading = cur.Loading })
+	env := e.env
+	e.mu.Unlock()
+	switch {
+	case loading || !known:
+		res.Outcome = ReloadLoading
+		return res
+	case dg == old:
+		return res
+	}
+	next := collector.State{Name: st.Name, Source: st.Source}
+	held := e.Memory.Held(src.Name)
+	obj, c, names, err := e.load(&next, src, env)
+
+	e.mu.Lock()
+	prev, wasLive := e.live[src.Name]
+	if err == nil && e.closed {
+		err = errors.New("the exporter closed during the reload")
+	}
+	if err == nil {
+		err = e.swap(src.Name, names, c)
+	}
+	if err != nil {
+		e.mu.Unlock()
+		if obj != nil {
+			obj.Close()
+		}
+		// load replaced the config's reservation: give back the old
+		// version's (or nothing, when none runs).
+		if wasLive {
+			_ = e.Memory.Reserve(src.Name, budget.Estimate{Total: held})
+		} else {
+			e.Memory.Release(src.Name)
+			e.Status.Update(st, func(cur *collector.State) {
+				cur.Reason = "reload: " + err.Error()
+				cur.Programs, cur.Alternatives = next.Programs, next.Alternatives
+				for i := range cur.Programs {
+					cur.Programs[i].Attached = false
+				}
+			})
+		}
+		res.Outcome, res.Reason = ReloadFailed, err.Error()
+		if errors.Is(err, syscall.EPERM) {
+			res.Reason += " (after start-up the exporter drops the capabilities loading needs: keep them with --capabilities.keep, e.g. perfmon for tracepoints, to reload changed configs)"
+		}
+		return res
+	}
+	stop := c.StartExpiry()
+	e.live[src.Name] = liveConfig{obj: obj, c: c, names: names, stop: stop}
+	e.objects = append(e.objects, obj)
+	e.digests[src.Name] = dg
+	next.Up, next.Collector = true, c
+	e.Status.Update(st, func(cur *collector.State) { *cur = next })
+	if wasLive {
+		e.objects = slices.DeleteFunc(e.objects, func(o *loader.Object) bool { return o == prev.obj })
+	}
+	e.mu.Unlock()
+	if wasLive {
+		// The new version serves: end the old one's background reads,
+		// then detach and unload it.
+		if prev.stop != nil {
+			prev.stop()
+		}
+		prev.obj.Close()
+	}
+	res.Outcome = ReloadReloaded
+	return res
+}
+
+// swap moves config's claims from its running version to the new
+// collector c serving names: a name may be the old version's own, not
+// another config's. On error nothing changed. The caller holds e.mu.
+func (e *Exporter) swap(config string, names []string, c *collector.Config) error {
+	for _, n := range names {
+		if other, ok := e.claims[n]; ok && other != config {
+			return fmt.Errorf("metric %s of config %s is already served by config %s", n, config, other)
+		}
+	}
+	// The registry remembers every name ever registered with its help and
+	// labels (even once unregistered), and would refuse a new version's
+	// changed help: register only the names this exporter's configs never
+	// registered, which is what can clash with the exporter's own metrics.
+	var fresh descList
+	for _, d := range describe(c.Descs()) {
+		if !e.registered[fqName(d)] {
+			fresh = append(fresh, d)
+		}
+	}
+	if len(fresh) > 0 {
+		if err := e.Registry.Register(fresh); err != nil {
+			return fmt.Errorf("metrics of config %s: %w", config, err)
+		}
+		for _, d := range fresh {
+			e.registered[fqName(d)] = true
+		}
+	}
+	for n, owner := range e.claims {
+		if owner == config {
+			delete(e.claims, n)
+		}
+	}
+	for _, n := range names {
+		e.claims[n] = config
+	}
+	return nil
+}
+
+// descList is a collector of descriptors only (it collects nothing): it
+// claims names in a registry.
+type descList []*prometheus.Desc
+
+func (l descList) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range l {
+		ch <- d
+	}
+}
+
+func (descList) Collect(chan<- prometheus.Metric) {}
+
+// describe returns the descriptors of c.
+func describe(c prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		c.Describe(ch)
+		close(ch)
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
+// fqName returns a descriptor's fully-qualified name, which client_golang
+// shows only in Desc.String: Desc{fqName: "name", ...}.
+func fqName(d *prometheus.Desc) string {
+	s := d.String()
+	_, rest, ok := strings.Cut(s, `fqName: "`)
+	if !ok {
+		return s
+	}
+	name, _, _ := strings.Cut(rest, `"`)
+	return name
+}
