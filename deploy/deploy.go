@@ -187,11 +187,31 @@ func RuleExprs() ([]Expr, error) {
 // brackets and strings, trimmed; q itself when it has none. For an alert
 // such as `rate(x[5m]) > 1 and y` it gives `rate(x[5m])`.
 func LeftSide(q string) string {
-	depth := 0
+	depth, end := 0, len(q)
+	scan(q, func(i int) bool {
+		switch c := q[i]; {
+		case c == '(' || c == '{' || c == '[':
+			depth++
+		case c == ')' || c == '}' || c == ']':
+			depth--
+		case depth > 0:
+		case c == '>' || c == '<' || (c == '=' && i+1 < len(q) && q[i+1] == '=') || (c == '!' && i+1 < len(q) && q[i+1] == '='),
+			isWordAt(q, i, "and") || isWordAt(q, i, "or") || isWordAt(q, i, "unless"):
+			end = i
+			return false
+		}
+		return true
+	})
+	return strings.TrimSpace(q[:end])
+}
+
+// scan calls fn with the index of every byte of the PromQL text q outside
+// its string literals ("...", '...', `...`, quotes and all), in order,
+// until fn returns false.
+func scan(q string, fn func(i int) bool) {
 	var quote byte
 	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
+		switch c := q[i]; {
 		case quote != 0:
 			if c == '\\' {
 				i++
@@ -200,18 +220,12 @@ func LeftSide(q string) string {
 			}
 		case c == '"' || c == '\'' || c == '`':
 			quote = c
-		case c == '(' || c == '{' || c == '[':
-			depth++
-		case c == ')' || c == '}' || c == ']':
-			depth--
-		case depth > 0:
-		case c == '>' || c == '<' || (c == '=' && i+1 < len(q) && q[i+1] == '=') || (c == '!' && i+1 < len(q) && q[i+1] == '='):
-			return strings.TrimSpace(q[:i])
-		case isWordAt(q, i, "and") || isWordAt(q, i, "or") || isWordAt(q, i, "unless"):
-			return strings.TrimSpace(q[:i])
+		default:
+			if !fn(i) {
+				return
+			}
 		}
 	}
-	return strings.TrimSpace(q)
 }
 
 // isWordAt reports whether the keyword w starts at q[i] as a whole word.

@@ -72,31 +72,18 @@ func Metrics(q string) []string {
 	// Drop label matchers and strings, which may hold anything.
 	var b strings.Builder
 	depth := 0
-	var quote byte
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-			continue
-		case c == '"' || c == '\'' || c == '`':
-			quote = c
-			continue
+	scan(q, func(i int) bool {
+		switch c := q[i]; {
 		case c == '{' || c == '[':
 			depth++
 		case c == '}' || c == ']':
 			depth--
 			b.WriteByte(' ')
-			continue
-		}
-		if depth == 0 {
+		case depth == 0:
 			b.WriteByte(c)
 		}
-	}
+		return true
+	})
 	seen := map[string]bool{}
 	var out []string
 	for _, id := range metricRE.FindAllString(b.String(), -1) {
