@@ -188,7 +188,7 @@ func (c *Config) read() *Snapshot {
 		series += f.Len()
 		snap.Families = append(snap.Families, f)
 	}
-	c.readMapHealth(c.counted)
+	c.readMapHealth(c.counted, now)
 	c.lastDuration.Store(int64(time.Since(start)))
 	c.lastEntries.Store(int64(entries))
 	c.lastSeries.Store(int64(series))

@@ -44,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,7 +114,15 @@ type mapHealth struct {
 	full    atomic.Bool // at or over FullPercent at the last read
 	warned  bool        // the WARN was logged; touched by reads only
 	counter *entryCounter
+	// countedAt is when counter last counted (clock() - base); 0: never.
+	countedAt time.Duration
 }
+
+// UnreadCountEvery bounds how often a map that no metric reads is counted
+// (one batch pass over it): reads come every second while a /ui/ page is
+// open or a ttl metric expires keys, and a pass over a 16k-entry start-time
+// map costs about 80 µs. Its entries gauge is at most this old.
+const UnreadCountEvery = 10 * time.Second
 
 // newMapHealth returns the health state of every map of coll that is not
 // internal, sorted by name, with metrics (the config's metrics in read
@@ -165,9 +174,10 @@ func newMapHealth(coll *ebpf.Collection, metrics []*metric) ([]*mapHealth, *mapR
 }
 
 // readMapHealth updates the map health state after the config's metrics
-// were read; counted[i] is the number of entries metric i read, or -1 when
-// its read failed.
-func (c *Config) readMapHealth(counted []int) {
+// were read at now (clock() - base); counted[i] is the number of entries
+// metric i read, or -1 when its read failed. Maps no metric reads are
+// counted at most every UnreadCountEvery.
+func (c *Config) readMapHealth(counted []int, now time.Duration) {
 	if c.fdinfo == nil {
 		c.fdinfo = make([]byte, fdinfoLimit)
 	}
@@ -183,13 +193,14 @@ func (c *Config) readMapHealth(counted []int) {
 		n := -1
 		if h.readBy >= 0 {
 			n = counted[h.readBy]
-		} else {
+		} else if h.countedAt == 0 || now-h.countedAt >= UnreadCountEvery {
 			if h.counter == nil {
 				h.counter = newEntryCounter(h.m)
 			}
 			if k, err := h.counter.count(); err == nil {
 				n = k
 			}
+			h.countedAt = max(now, 1)
 		}
 		if n < 0 {
 			continue

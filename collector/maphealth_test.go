@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	dto "github.com/prometheus/client_model/go"
@@ -132,6 +133,32 @@ func TestMapHealth(t *testing.T) {
 	if got := c.FullMaps(); len(got) != 1 || got[0] != "ops_total (95/100)" {
 		t.Errorf("FullMaps = %q", got)
 	}
+	// A map no metric reads is counted at most every UnreadCountEvery:
+	// keys added since show at the first read after that.
+	for i := uint64(321); i < 400; i++ {
+		if err := maps["starts"].Put(u64(i), make([]byte, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var now time.Time
+	c.clock = func() time.Time { return now }
+	now = c.base.Add(time.Hour)
+	c.Read() // due: counted
+	for i := uint64(400); i < 450; i++ {
+		if err := maps["starts"].Put(u64(i), make([]byte, 16)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(UnreadCountEvery - time.Second)
+	c.Read()
+	if got, _ := mapSeries(collect(t, c), "kernel_exporter_map_entries", "starts"); got != 400 {
+		t.Errorf("starts within %v of its last count: entries = %v, want 400 (not counted again)", UnreadCountEvery, got)
+	}
+	now = now.Add(UnreadCountEvery)
+	if got, _ := mapSeries(collect(t, c), "kernel_exporter_map_entries", "starts"); got != 450 {
+		t.Errorf("starts after %v: entries = %v, want 450", UnreadCountEvery, got)
+	}
+
 	// Below 90% again: no longer marked, and not logged again when it
 	// fills up once more.
 	for i := uint32(0); i < 10; i++ {
@@ -273,10 +300,24 @@ func BenchmarkMapHealth(b *testing.B) {
 		b.Fatal(err)
 	}
 	counted := []int{100}
-	b.ReportAllocs()
-	for b.Loop() {
-		c.readMapHealth(counted)
-	}
+	// "count": every read is due to count the unread map (a read at least
+	// UnreadCountEvery after the last); "skip": reads in between.
+	b.Run("count", func(b *testing.B) {
+		b.ReportAllocs()
+		now := time.Duration(0)
+		for b.Loop() {
+			now += UnreadCountEvery
+			c.readMapHealth(counted, now)
+		}
+	})
+	b.Run("skip", func(b *testing.B) {
+		b.ReportAllocs()
+		now := 1000 * UnreadCountEvery
+		c.readMapHealth(counted, now)
+		for b.Loop() {
+			c.readMapHealth(counted, now+time.Second)
+		}
+	})
 }
 
 // BenchmarkMapMemlock measures one read of a map's memlock from fdinfo.
