@@ -93,11 +93,11 @@ type Exporter struct {
 	loaded chan struct{} // closed when every load has ended or timed out
 	once   sync.Once
 
-	mu      sync.Mutex
-	objects []*loader.Object
-	claims  map[string]string // metric name -> config serving it
-	closed  bool
-	// live holds each config that is up, for Detach; env is Start's.
+	mu     sync.Mutex
+	claims map[string]string // metric name -> config serving it
+	closed bool
+	// live holds each config that is up or detached: its object (closed
+	// by Close), collector and claimed names. env is Start's.
 	live map[string]liveConfig
 	env  *decoder.Env
 	// digests holds each config's digest when its running version (or
@@ -273,7 +273,6 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 		e.log.Error("config down", "config", res.Name, "from", res.Source, "reason", res.Reason)
 		return
 	}
-	e.objects = append(e.objects, obj)
 	// ttl metrics expire without scrapes
 	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names, stop: c.StartExpiry()}
 	res.Up = true
@@ -417,10 +416,10 @@ func (e *Exporter) Close() {
 	for _, lc := range e.live {
 		lc.stop()
 	}
-	for _, o := range e.objects {
-		o.Close()
+	for name, lc := range e.live {
+		lc.obj.Close()
+		delete(e.live, name)
 	}
-	e.objects = nil
 	e.Memory.ReleaseAll()
 }
 

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +28,6 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
-	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
 // Outcomes of one config in a reload (ReloadResult.Outcome).
@@ -222,13 +220,9 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 	}
 	stop := c.StartExpiry()
 	e.live[src.Name] = liveConfig{obj: obj, c: c, names: names, stop: stop}
-	e.objects = append(e.objects, obj)
 	e.digests[src.Name] = dg
 	next.Up, next.Collector = true, c
 	e.Status.Update(st, func(cur *collector.State) { *cur = next })
-	if wasLive {
-		e.objects = slices.DeleteFunc(e.objects, func(o *loader.Object) bool { return o == prev.obj })
-	}
 	e.mu.Unlock()
 	if wasLive {
 		// The new version serves: end the old one's background reads,
