@@ -19,43 +19,27 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/privsep"
 )
 
-// budgetSpinEnv makes this test binary a spinner (see init): two threads
-// named budgetSpinComm make getpid() calls for the given seconds, each of
-// which testdata/budget/spin.bpf.c spins on.
+// Thread names of the getpids child (see childMain): spin.bpf.c spins on
+// the syscalls of threads named budgetSpinComm, and only counts those of
+// budgetTickComm.
 const (
-	budgetSpinEnv  = "KERNEL_EXPORTER_IT_BUDGET_SPIN"
 	budgetSpinComm = "kx-budget-spin"
-	// budgetCommEnv names the threads otherwise: budgetTickComm makes
-	// the same getpid() calls, which the spin program does not spin on.
-	budgetCommEnv  = "KERNEL_EXPORTER_IT_BUDGET_COMM"
 	budgetTickComm = "kx-budget-tick"
 )
 
-func init() {
-	v := os.Getenv(budgetSpinEnv)
-	if v == "" {
-		return
-	}
-	secs, err := strconv.Atoi(v)
-	if err != nil || secs < 1 || secs > 300 {
-		fmt.Fprintf(os.Stderr, "spinner: bad seconds %q\n", v)
-		os.Exit(2)
-	}
-	// Two threads (the name is per thread: only they spin), so that the
-	// program's rate is well above the default budget (0.5) even on a
-	// busy 2-CPU machine.
-	comm := budgetSpinComm
-	if os.Getenv(budgetCommEnv) == budgetTickComm {
-		comm = budgetTickComm
-	}
-	deadline := time.Now().Add(time.Duration(secs) * time.Second)
+// getpidThreads runs two threads named comm making getpid() calls for d
+// (two, so that the spinning program's rate is well above the default
+// budget, 0.5, even on a busy 2-CPU machine), printing "spinning" once
+// both are named.
+func getpidThreads(d time.Duration, comm string) error {
+	deadline := time.Now().Add(d)
 	errc := make(chan error, 2)
 	for range 2 {
 		go func() {
 			runtime.LockOSThread()
 			name, _ := unix.BytePtrFromString(comm)
 			if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0); err != nil {
-				errc <- err
+				errc <- fmt.Errorf("PR_SET_NAME: %w", err)
 				return
 			}
 			errc <- nil
@@ -69,14 +53,13 @@ func init() {
 	}
 	for range 2 {
 		if err := <-errc; err != nil {
-			fmt.Fprintf(os.Stderr, "spinner: PR_SET_NAME: %v\n", err)
-			os.Exit(2)
+			return err
 		}
 	}
 	fmt.Println("spinning")
 	<-errc
 	<-errc
-	os.Exit(0)
+	return nil
 }
 
 // spinYAML exports budget_spins_total of testdata/budget/spin.bpf.c.
@@ -99,12 +82,7 @@ func startSpinner(t *testing.T, secs int) *exec.Cmd {
 // comm (budgetSpinComm or budgetTickComm).
 func startBudgetProc(t *testing.T, secs int, comm string) *exec.Cmd {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), budgetSpinEnv+"="+strconv.Itoa(secs), budgetCommEnv+"="+comm)
+	cmd := childCmd(t, "getpids", strconv.Itoa(secs)+":"+comm, nil)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

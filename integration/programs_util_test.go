@@ -56,6 +56,8 @@ func init() {
 //	           error)
 //	pagecache  write KERNEL_EXPORTER_IT_ARG ("file:MiB") through the page
 //	           cache, then read it back
+//	getpids    two threads named after KERNEL_EXPORTER_IT_ARG ("secs:comm")
+//	           make getpid() calls for secs seconds (see getpidThreads)
 func childMain(mode string) error {
 	for _, procs := range strings.Split(os.Getenv(childEnvCgroups), ":") {
 		if procs == "" {
@@ -87,6 +89,13 @@ func childMain(mode string) error {
 			return fmt.Errorf("pagecache: bad argument %q", arg)
 		}
 		return pageCacheRoundTrip(file, mib)
+	case "getpids":
+		secs, comm, ok := strings.Cut(arg, ":")
+		n, err := strconv.Atoi(secs)
+		if !ok || err != nil || n < 1 || n > 300 {
+			return fmt.Errorf("getpids: bad argument %q", arg)
+		}
+		return getpidThreads(time.Duration(n)*time.Second, comm)
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
 }
@@ -118,6 +127,14 @@ func pageCacheRoundTrip(file string, mib int) error {
 // returns what the child printed and its exit error.
 func runChild(t *testing.T, mode, arg string, procs []string) (string, error) {
 	t.Helper()
+	out, err := childCmd(t, mode, arg, procs).CombinedOutput()
+	return string(out), err
+}
+
+// childCmd is the command that runs this test binary as a helper in mode
+// (see childMain), not started.
+func childCmd(t *testing.T, mode, arg string, procs []string) *exec.Cmd {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatalf("find test binary: %v", err)
@@ -127,8 +144,7 @@ func runChild(t *testing.T, mode, arg string, procs []string) (string, error) {
 		childEnvMode+"="+mode,
 		childEnvCgroups+"="+strings.Join(procs, ":"),
 		childEnvArg+"="+arg)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cmd
 }
 
 // randomName returns prefix followed by 8 random hex digits.
