@@ -41,6 +41,9 @@ type Expr struct {
 	// exist: for an alert, the left side of its first top-level comparison
 	// (an alert's threshold is normally not met); else Query.
 	Data string
+	// Native says the expression reads native histograms, which only a
+	// Prometheus with --enable-feature=native-histograms stores.
+	Native bool
 }
 
 // dashboard is the part of the Grafana JSON model the checks read.

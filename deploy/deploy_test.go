@@ -3,6 +3,7 @@ package deploy
 import (
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -79,9 +80,10 @@ func TestPromtoolTestRules(t *testing.T) {
 	}
 }
 
-// TestExprsUseExportedMetrics checks that the dashboard and the rules parse
-// and that every metric they name is exported by a bundled program, is a
-// self-metric, or is recorded by recording.yml.
+// TestExprsUseExportedMetrics checks that the dashboard, the rules and the
+// PromQL blocks of the docs parse, and that every metric they name is
+// exported by a bundled program, is a self-metric, or is recorded by
+// recording.yml.
 func TestExprsUseExportedMetrics(t *testing.T) {
 	dash, err := DashboardExprs()
 	if err != nil {
@@ -104,12 +106,22 @@ func TestExprsUseExportedMetrics(t *testing.T) {
 			recorded[name] = true
 		}
 	}
-	for _, e := range append(dash, rules...) {
+	docs, err := DocExprs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) < 30 {
+		t.Fatalf("%d expressions in the docs, want at least 30", len(docs))
+	}
+	for _, e := range slices.Concat(dash, rules, docs) {
 		ms := Metrics(e.Query)
 		if len(ms) == 0 {
 			t.Errorf("%s: no metric in %q", e.Source, e.Query)
 		}
 		for _, m := range ms {
+			if e.Native && progs[m+"_bucket"] != "" {
+				continue // a native histogram's series is named without _bucket
+			}
 			if progs[m] == "" && !slices.Contains(SelfMetrics, m) && !recorded[m] {
 				t.Errorf("%s: metric %s is not exported by a bundled program, a self-metric or a recording rule", e.Source, m)
 			}
@@ -138,5 +150,27 @@ func TestMetrics(t *testing.T) {
 	want := []string{"kernel_a_total", "x:kernel_b:rate5m"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Metrics = %v, want %v", got, want)
+	}
+}
+
+func TestPromqlBlocks(t *testing.T) {
+	md := "text\n```promql\n# native\nhistogram_count(rate(a[5m]))\n# classic\nrate(b[5m])\n  / rate(c[5m]) > 1\nd\n\ne\n```\n```sh\nnot promql\n```\n"
+	got, err := promqlBlocks("x.md", []byte(md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Expr{
+		{Source: "x.md:4", Query: "histogram_count(rate(a[5m]))", Data: "histogram_count(rate(a[5m]))", Native: true},
+		{Source: "x.md:6", Query: "rate(b[5m])\n  / rate(c[5m]) > 1", Data: "rate(b[5m])\n  / rate(c[5m])"},
+		{Source: "x.md:8", Query: "d", Data: "d"},
+		{Source: "x.md:10", Query: "e", Data: "e"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v\nwant %#v", got, want)
+	}
+	for _, bad := range []string{"```promql\n  indented\n```\n", "```promql\na\n"} {
+		if _, err := promqlBlocks("x.md", []byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }
