@@ -714,3 +714,31 @@ func TestMonitoringCRDs(t *testing.T) {
 		t.Errorf("CRD kinds %v", kinds)
 	}
 }
+
+// TestDocsListEveryValue: docs/kubernetes.md names every value of
+// values.yaml: top-level keys, and the keys of the chart's own tables (not
+// of Kubernetes objects passed through, as securityContext).
+func TestDocsListEveryValue(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Chart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.Values {
+		if !bytes.Contains(doc, []byte("`"+k)) {
+			t.Errorf("docs/kubernetes.md does not name value %s", k)
+		}
+		sub, ok := v.(map[string]any)
+		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor"}, k) {
+			continue
+		}
+		for k2 := range sub {
+			if !bytes.Contains(doc, []byte("`"+k+"."+k2+"`")) && !bytes.Contains(doc, []byte("."+k2+"`")) && !bytes.Contains(doc, []byte("`"+k+".*`")) {
+				t.Errorf("docs/kubernetes.md does not name value %s.%s", k, k2)
+			}
+		}
+	}
+}
