@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"bytes"
-	"encoding/base64"
 	"flag"
 	"os"
 	"slices"
@@ -48,6 +47,22 @@ func render(t *testing.T, values map[string]any) rendered {
 	return r
 }
 
+// renderSet renders the value set of ValueSets named name.
+func renderSet(t *testing.T, name string) rendered {
+	t.Helper()
+	sets, err := ValueSets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sets {
+		if s.Name == name {
+			return render(t, s.Values)
+		}
+	}
+	t.Fatalf("no value set %s", name)
+	return rendered{}
+}
+
 func (r rendered) kinds() []string {
 	var ks []string
 	for _, o := range r.objs {
@@ -91,7 +106,7 @@ func parseValues(t *testing.T, doc string) map[string]any {
 }
 
 func TestDefaults(t *testing.T) {
-	r := render(t, nil)
+	r := renderSet(t, "defaults")
 	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}; !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v (Helm's install order)", got, want)
 	}
@@ -308,20 +323,7 @@ func TestProgramsDefault(t *testing.T) {
 }
 
 func TestMonitors(t *testing.T) {
-	r := render(t, parseValues(t, `
-serviceMonitor:
-  enabled: true
-  labels: {release: prom}
-  interval: 30s
-  scrapeTimeout: 10s
-  metricRelabelings:
-    - action: drop
-      sourceLabels: [__name__]
-      regex: go_.*
-podMonitor:
-  enabled: true
-  interval: 15s
-`))
+	r := renderSet(t, "monitors")
 	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "ServiceMonitor"}; !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
@@ -370,7 +372,7 @@ podMonitor:
 }
 
 func TestHostNetworkOff(t *testing.T) {
-	r := render(t, parseValues(t, "hostNetwork: false\nport: 9999"))
+	r := renderSet(t, "host-network-off")
 	ds, c := daemonSet(t, r)
 	pod := ds.Spec.Template.Spec
 	if pod.HostNetwork || pod.DNSPolicy != "" {
@@ -394,16 +396,10 @@ func TestHostNetworkOff(t *testing.T) {
 // TestUserPrograms: configs and objects from values into the chart's
 // ConfigMap, and a ConfigMap the user made.
 func TestUserPrograms(t *testing.T) {
+	// The value set's objects.mine, decoded.
 	object := []byte("\x7fELF\x02\x01\x01\x00 not really an object \xff\xfe")
 	config := "metrics:\n  counters:\n    - name: x_total\n      help: \"quoted: yes\"\n"
-	r := render(t, map[string]any{
-		"programs": []any{"none"},
-		"userPrograms": map[string]any{
-			"configs": map[string]any{"mine": config, "alpha": "metrics: {}\n"},
-			"objects": map[string]any{"mine": base64.StdEncoding.EncodeToString(object)},
-		},
-		"extraArgs": []any{"--web.enable-lifecycle", "--capabilities.keep=perfmon"},
-	})
+	r := renderSet(t, "user-programs")
 	cm := get[corev1.ConfigMap](t, r, "ConfigMap", fullname+"-programs")
 	if cm.Data["mine.yaml"] != config || cm.Data["alpha.yaml"] != "metrics: {}\n" || len(cm.Data) != 2 {
 		t.Errorf("ConfigMap data %q", cm.Data)
@@ -427,7 +423,7 @@ func TestUserPrograms(t *testing.T) {
 		t.Error("no checksum/programs annotation: a changed ConfigMap would not roll the pods")
 	}
 
-	r = render(t, parseValues(t, "userPrograms: {existingConfigMap: my-programs, names: [b, a]}"))
+	r = renderSet(t, "existing-configmap")
 	if _, ok := r.typed["ConfigMap/"+fullname+"-programs"]; ok {
 		t.Error("the chart rendered its ConfigMap besides existingConfigMap")
 	}
@@ -450,26 +446,7 @@ func TestUserPrograms(t *testing.T) {
 }
 
 func TestResourcesTolerations(t *testing.T) {
-	r := render(t, parseValues(t, `
-resources:
-  requests: {cpu: 50m, memory: 64Mi}
-  limits: {memory: 256Mi}
-tolerations:
-  - key: dedicated
-    operator: Equal
-    value: gpu
-    effect: NoSchedule
-nodeSelector: {pool: infra}
-affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [amd64, arm64]}
-priorityClassName: ""
-image: {repository: registry.example/kernel_exporter, tag: v9, pullPolicy: Always}
-podAnnotations: {team: sre}
-`))
+	r := renderSet(t, "resources-tolerations")
 	ds, c := daemonSet(t, r)
 	pod := ds.Spec.Template.Spec
 	if q := c.Resources.Requests[corev1.ResourceCPU]; q.MilliValue() != 50 {
@@ -505,7 +482,7 @@ podAnnotations: {team: sre}
 }
 
 func TestRBACOff(t *testing.T) {
-	r := render(t, parseValues(t, "rbac: {create: false}\nserviceAccount: {create: false, name: node-agents}"))
+	r := renderSet(t, "rbac-off")
 	if got, want := r.kinds(), []string{"ConfigMap", "Service", "DaemonSet"}; !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
@@ -518,26 +495,7 @@ func TestRBACOff(t *testing.T) {
 // TestWebConfig: --web.config.file from a Secret the chart renders, probes
 // over HTTPS with basic auth, and a Secret the user made.
 func TestWebConfig(t *testing.T) {
-	r := render(t, parseValues(t, `
-webConfig:
-  enabled: true
-  config:
-    tls_server_config: {cert_file: /etc/kernel_exporter/web/tls.crt, key_file: /etc/kernel_exporter/web/tls.key}
-    basic_auth_users: {prometheus: $2y$10$abcdefghijklmnopqrstuv}
-  files:
-    tls.crt: "-----BEGIN CERTIFICATE-----\n"
-    tls.key: "-----BEGIN PRIVATE KEY-----\n"
-probes:
-  scheme: HTTPS
-  httpHeaders: [{name: Authorization, value: Basic cHJvbWV0aGV1czpzZWNyZXQ=}]
-serviceMonitor:
-  enabled: true
-  scheme: https
-  tlsConfig: {insecureSkipVerify: true}
-  basicAuth:
-    username: {name: scrape-auth, key: username}
-    password: {name: scrape-auth, key: password}
-`))
+	r := renderSet(t, "web-config")
 	sec := get[corev1.Secret](t, r, "Secret", fullname+"-web")
 	var web struct {
 		TLS struct {
@@ -583,7 +541,7 @@ serviceMonitor:
 		t.Errorf("ServiceMonitor basicAuth %+v", ep.BasicAuth)
 	}
 
-	r = render(t, parseValues(t, "webConfig: {enabled: true, existingSecret: my-web}"))
+	r = renderSet(t, "existing-secret")
 	if _, ok := r.typed["Secret/"+fullname+"-web"]; ok {
 		t.Error("the chart rendered its Secret besides existingSecret")
 	}
