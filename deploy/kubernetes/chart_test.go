@@ -270,8 +270,8 @@ func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 }
 
 // checkMounts asserts that the pod has exactly the volumes of want (name ->
-// mount path), every one mounted read-only, and every hostPath a directory
-// mounted at its own path.
+// mount path), every one mounted read-only, and the chart's hostPaths (btf,
+// tracing, cgroup: those of want) directories mounted at their own paths.
 func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container, want map[string]string) {
 	t.Helper()
 	if len(pod.Volumes) != len(want) || len(c.VolumeMounts) != len(want) {
@@ -281,7 +281,12 @@ func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container, want map[
 	for _, v := range pod.Volumes {
 		vols[v.Name] = v
 	}
-	hostPaths := 0
+	hostPaths, wantHostPaths := 0, 0
+	for _, n := range []string{"btf", "tracing", "cgroup"} {
+		if _, ok := want[n]; ok {
+			wantHostPaths++
+		}
+	}
 	for _, m := range c.VolumeMounts {
 		if !m.ReadOnly {
 			t.Errorf("volume %s mounted read-write", m.Name)
@@ -294,15 +299,15 @@ func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container, want map[
 			t.Errorf("mount of volume %s, which the pod lacks", m.Name)
 			continue
 		}
-		if hp := v.HostPath; hp != nil {
+		if hp := v.HostPath; hp != nil && slices.Contains([]string{"btf", "tracing", "cgroup"}, m.Name) {
 			hostPaths++
 			if hp.Path != m.MountPath || hp.Type == nil || *hp.Type != corev1.HostPathDirectory {
 				t.Errorf("hostPath %s at %s, type %v: want the same path, a Directory", hp.Path, m.MountPath, hp.Type)
 			}
 		}
 	}
-	if hostPaths != 3 {
-		t.Errorf("%d hostPath volumes, want 3 (btf, tracing, cgroup)", hostPaths)
+	if hostPaths != wantHostPaths {
+		t.Errorf("%d of the chart's hostPath volumes, want %d", hostPaths, wantHostPaths)
 	}
 }
 
@@ -478,6 +483,21 @@ func TestResourcesTolerations(t *testing.T) {
 	}
 	if ds.Spec.Template.Annotations["team"] != "sre" {
 		t.Errorf("pod annotations %v", ds.Spec.Template.Annotations)
+	}
+}
+
+// TestNoBTF: without the node's /sys/kernel/btf, an external BTF file
+// through extra volumes and --btf.path.
+func TestNoBTF(t *testing.T) {
+	ds, c := daemonSet(t, renderSet(t, "no-btf"))
+	checkMounts(t, ds.Spec.Template.Spec, c, map[string]string{
+		"tracing":  "/sys/kernel/tracing",
+		"cgroup":   "/sys/fs/cgroup",
+		"programs": "/etc/kernel_exporter/configs",
+		"vmlinux":  "/btf/vmlinux",
+	})
+	if c.Args[len(c.Args)-1] != "--btf.path=/btf/vmlinux" {
+		t.Errorf("args %q", c.Args)
 	}
 }
 

@@ -64,6 +64,15 @@ priorityClassName: ""
 image: {repository: registry.example/kernel_exporter, tag: v9, pullPolicy: Always}
 podAnnotations: {team: sre}
 `},
+	{"no-btf", `
+mountBTF: false
+extraVolumes:
+  - name: vmlinux
+    hostPath: {path: /var/lib/kernel_exporter/vmlinux.btf, type: File}
+extraVolumeMounts:
+  - {name: vmlinux, mountPath: /btf/vmlinux, readOnly: true}
+extraArgs: [--btf.path=/btf/vmlinux]
+`},
 	{"rbac-off", "rbac: {create: false}\nserviceAccount: {create: false, name: node-agents}\n"},
 	{"web-config", `
 webConfig:
@@ -90,7 +99,7 @@ serviceMonitor:
 
 // ValueSets returns the value sets this package's tests render and check
 // (defaults, monitors, host-network-off, user-programs, existing-configmap,
-// resources-tolerations, rbac-off, web-config, existing-secret), in that
+// resources-tolerations, no-btf, rbac-off, web-config, existing-secret), in that
 // order, for tests that apply them elsewhere (a real API server). Each
 // call returns new maps.
 func ValueSets() ([]ValueSet, error) {
