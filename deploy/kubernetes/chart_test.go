@@ -1,0 +1,722 @@
+package kubernetes
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kernel-exporter/kernel_exporter/programs"
+)
+
+var update = flag.Bool("update", false, "rewrite daemonset.yaml from the default render")
+
+// rendered is one value set's objects, decoded.
+type rendered struct {
+	objs  []Object
+	typed map[string]any // "<Kind>/<name>" -> decoded object
+}
+
+// render renders values and decodes every object strictly.
+func render(t *testing.T, values map[string]any) rendered {
+	t.Helper()
+	objs, err := Render(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rendered{objs: objs, typed: map[string]any{}}
+	for _, o := range objs {
+		v, err := Decode(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := o.Kind + "/" + o.Name
+		if _, dup := r.typed[key]; dup {
+			t.Fatalf("%s rendered twice", key)
+		}
+		r.typed[key] = v
+	}
+	return r
+}
+
+// renderSet renders the value set of ValueSets named name.
+func renderSet(t *testing.T, name string) rendered {
+	t.Helper()
+	sets, err := ValueSets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sets {
+		if s.Name == name {
+			return render(t, s.Values)
+		}
+	}
+	t.Fatalf("no value set %s", name)
+	return rendered{}
+}
+
+func (r rendered) kinds() []string {
+	var ks []string
+	for _, o := range r.objs {
+		ks = append(ks, o.Kind)
+	}
+	return ks
+}
+
+func get[T any](t *testing.T, r rendered, kind, name string) *T {
+	t.Helper()
+	v, ok := r.typed[kind+"/"+name]
+	if !ok {
+		t.Fatalf("no %s %s among %v", kind, name, r.kinds())
+	}
+	p, ok := v.(*T)
+	if !ok {
+		t.Fatalf("%s %s decoded as %T", kind, name, v)
+	}
+	return p
+}
+
+const fullname = "kernel-exporter"
+
+func daemonSet(t *testing.T, r rendered) (*appsv1.DaemonSet, corev1.Container) {
+	t.Helper()
+	ds := get[appsv1.DaemonSet](t, r, "DaemonSet", fullname)
+	if n := len(ds.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("%d containers, want 1", n)
+	}
+	return ds, ds.Spec.Template.Spec.Containers[0]
+}
+
+// parseValues reads a values document as `helm install -f` would.
+func parseValues(t *testing.T, doc string) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestDefaults(t *testing.T) {
+	r := renderSet(t, "defaults")
+	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}; !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v (Helm's install order)", got, want)
+	}
+	for _, o := range r.objs {
+		ns := DefaultNamespace
+		if o.Kind == "ClusterRole" || o.Kind == "ClusterRoleBinding" {
+			ns = ""
+		}
+		if o.Namespace != ns {
+			t.Errorf("%s %s: namespace %q, want %q", o.Kind, o.Name, o.Namespace, ns)
+		}
+	}
+
+	ds, c := daemonSet(t, r)
+	pod := ds.Spec.Template.Spec
+	if !pod.HostPID || !pod.HostNetwork || pod.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("hostPID %v, hostNetwork %v, dnsPolicy %q; want true, true, ClusterFirstWithHostNet", pod.HostPID, pod.HostNetwork, pod.DNSPolicy)
+	}
+	if pod.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName %q", pod.PriorityClassName)
+	}
+	if pod.ServiceAccountName != fullname {
+		t.Errorf("serviceAccountName %q", pod.ServiceAccountName)
+	}
+	if len(pod.Tolerations) != 1 || pod.Tolerations[0] != (corev1.Toleration{Operator: corev1.TolerationOpExists}) {
+		t.Errorf("tolerations %+v, want one that tolerates every taint", pod.Tolerations)
+	}
+	if pod.NodeSelector["kubernetes.io/os"] != "linux" {
+		t.Errorf("nodeSelector %v", pod.NodeSelector)
+	}
+	if c.Image != "kernel_exporter:0.1.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("image %q, pull policy %q", c.Image, c.ImagePullPolicy)
+	}
+	wantArgs := []string{
+		"--web.listen-address=:19435",
+		"--programs=" + strings.Join(programs.Default, ","),
+		"--config.dir=/etc/kernel_exporter/configs",
+	}
+	if !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("args %q, want %q", c.Args, wantArgs)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 19435 || c.Ports[0].HostPort != 19435 || c.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("ports %+v, want metrics 19435/TCP on the host too", c.Ports)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", c.Env)
+	}
+	checkProbe(t, "liveness", c.LivenessProbe, "/-/healthy", corev1.URISchemeHTTP)
+	checkProbe(t, "readiness", c.ReadinessProbe, "/-/ready", corev1.URISchemeHTTP)
+	if len(c.Resources.Limits)+len(c.Resources.Requests) != 0 {
+		t.Errorf("resources %+v, want none by default", c.Resources)
+	}
+	checkSecurity(t, pod, c)
+	checkMounts(t, pod, c, map[string]string{
+		"btf":      "/sys/kernel/btf",
+		"tracing":  "/sys/kernel/tracing",
+		"cgroup":   "/sys/fs/cgroup",
+		"programs": "/etc/kernel_exporter/configs",
+	})
+	if got := ds.Spec.Selector.MatchLabels; len(got) != 2 || got["app.kubernetes.io/name"] != "kernel-exporter" || got["app.kubernetes.io/instance"] != DefaultRelease {
+		t.Errorf("selector %v", got)
+	}
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("pod label %s=%q, selector wants %q", k, ds.Spec.Template.Labels[k], v)
+		}
+	}
+
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", fullname+"-programs")
+	if len(cm.Data)+len(cm.BinaryData) != 0 {
+		t.Errorf("default ConfigMap holds %d entries, want none", len(cm.Data)+len(cm.BinaryData))
+	}
+	if pod.Volumes[3].ConfigMap == nil || pod.Volumes[3].ConfigMap.Name != cm.Name {
+		t.Errorf("programs volume %+v, want ConfigMap %s", pod.Volumes[3], cm.Name)
+	}
+
+	svc := get[corev1.Service](t, r, "Service", fullname)
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service clusterIP %q, want None (headless)", svc.Spec.ClusterIP)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "metrics" || svc.Spec.Ports[0].Port != 19435 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		t.Errorf("Service ports %+v", svc.Spec.Ports)
+	}
+	if !mapsEqual(svc.Spec.Selector, ds.Spec.Selector.MatchLabels) {
+		t.Errorf("Service selector %v, DaemonSet's %v", svc.Spec.Selector, ds.Spec.Selector.MatchLabels)
+	}
+
+	role := get[rbacv1.ClusterRole](t, r, "ClusterRole", fullname)
+	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, []string{""}) || !slices.Equal(role.Rules[0].Resources, []string{"pods"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get", "list", "watch"}) {
+		t.Errorf("ClusterRole rules %+v, want get, list, watch on pods only", role.Rules)
+	}
+	bind := get[rbacv1.ClusterRoleBinding](t, r, "ClusterRoleBinding", fullname)
+	if bind.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: fullname}) {
+		t.Errorf("roleRef %+v", bind.RoleRef)
+	}
+	if len(bind.Subjects) != 1 || bind.Subjects[0] != (rbacv1.Subject{Kind: "ServiceAccount", Name: fullname, Namespace: DefaultNamespace}) {
+		t.Errorf("subjects %+v", bind.Subjects)
+	}
+	get[corev1.ServiceAccount](t, r, "ServiceAccount", fullname)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func checkProbe(t *testing.T, what string, p *corev1.Probe, path string, scheme corev1.URIScheme) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil {
+		t.Errorf("%s probe %+v, want an HTTP GET", what, p)
+		return
+	}
+	if p.HTTPGet.Path != path || p.HTTPGet.Port.String() != "metrics" || p.HTTPGet.Scheme != scheme {
+		t.Errorf("%s probe GET %s %s on port %s, want %s %s on metrics", what, p.HTTPGet.Scheme, p.HTTPGet.Path, p.HTTPGet.Port.String(), scheme, path)
+	}
+	if p.PeriodSeconds < 1 || p.TimeoutSeconds < 1 || p.FailureThreshold < 1 {
+		t.Errorf("%s probe period %d s, timeout %d s, threshold %d", what, p.PeriodSeconds, p.TimeoutSeconds, p.FailureThreshold)
+	}
+}
+
+// checkSecurity asserts the named capabilities and that nothing is
+// privileged.
+func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		t.Fatalf("container securityContext %+v, want capabilities", sc)
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("privileged: true")
+	}
+	if got := sc.Capabilities.Drop; !slices.Equal(got, []corev1.Capability{"ALL"}) {
+		t.Errorf("capabilities.drop %v, want [ALL]", got)
+	}
+	want := []corev1.Capability{"BPF", "PERFMON", "SYS_ADMIN", "SYSLOG", "DAC_READ_SEARCH"}
+	if got := sc.Capabilities.Add; !slices.Equal(got, want) {
+		t.Errorf("capabilities.add %v, want %v", got, want)
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation not false")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("readOnlyRootFilesystem not true")
+	}
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("runAsUser %v, want 0 (capabilities of a non-root user are not effective: Kubernetes sets no ambient set)", sc.RunAsUser)
+	}
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccompProfile %+v, want RuntimeDefault", sc.SeccompProfile)
+	}
+	if len(pod.InitContainers)+len(pod.EphemeralContainers) != 0 {
+		t.Error("other containers than the exporter")
+	}
+}
+
+// checkMounts asserts that the pod has exactly the volumes of want (name ->
+// mount path), every one mounted read-only, and the chart's hostPaths (btf,
+// tracing, cgroup: those of want) directories mounted at their own paths.
+func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container, want map[string]string) {
+	t.Helper()
+	if len(pod.Volumes) != len(want) || len(c.VolumeMounts) != len(want) {
+		t.Errorf("%d volumes, %d mounts, want %d", len(pod.Volumes), len(c.VolumeMounts), len(want))
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	hostPaths, wantHostPaths := 0, 0
+	for _, n := range []string{"btf", "tracing", "cgroup"} {
+		if _, ok := want[n]; ok {
+			wantHostPaths++
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if !m.ReadOnly {
+			t.Errorf("volume %s mounted read-write", m.Name)
+		}
+		if want[m.Name] != m.MountPath {
+			t.Errorf("volume %s mounted at %q, want %q", m.Name, m.MountPath, want[m.Name])
+		}
+		v, ok := vols[m.Name]
+		if !ok {
+			t.Errorf("mount of volume %s, which the pod lacks", m.Name)
+			continue
+		}
+		if hp := v.HostPath; hp != nil && slices.Contains([]string{"btf", "tracing", "cgroup"}, m.Name) {
+			hostPaths++
+			if hp.Path != m.MountPath || hp.Type == nil || *hp.Type != corev1.HostPathDirectory {
+				t.Errorf("hostPath %s at %s, type %v: want the same path, a Directory", hp.Path, m.MountPath, hp.Type)
+			}
+		}
+	}
+	if hostPaths != wantHostPaths {
+		t.Errorf("%d of the chart's hostPath volumes, want %d", hostPaths, wantHostPaths)
+	}
+}
+
+// TestProgramsDefault: values.yaml's programs are the exporter's default
+// set, so the chart runs what a bare kernel_exporter runs.
+func TestProgramsDefault(t *testing.T) {
+	c, err := Chart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range c.Values["programs"].([]any) {
+		got = append(got, p.(string))
+	}
+	if !slices.Equal(got, programs.Default) {
+		t.Fatalf("values.yaml programs %v, programs.Default %v", got, programs.Default)
+	}
+}
+
+func TestMonitors(t *testing.T) {
+	r := renderSet(t, "monitors")
+	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "ServiceMonitor"}; !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v", got, want)
+	}
+	ds, _ := daemonSet(t, r)
+	sm := get[monitoringv1.ServiceMonitor](t, r, "ServiceMonitor", fullname)
+	if sm.Labels["release"] != "prom" || sm.Labels["app.kubernetes.io/name"] != "kernel-exporter" {
+		t.Errorf("ServiceMonitor labels %v", sm.Labels)
+	}
+	if !mapsEqual(sm.Spec.Selector.MatchLabels, ds.Spec.Selector.MatchLabels) {
+		t.Errorf("ServiceMonitor selects %v, pods have %v", sm.Spec.Selector.MatchLabels, ds.Spec.Selector.MatchLabels)
+	}
+	if !slices.Equal(sm.Spec.NamespaceSelector.MatchNames, []string{DefaultNamespace}) {
+		t.Errorf("ServiceMonitor namespaces %v", sm.Spec.NamespaceSelector.MatchNames)
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("%d endpoints", len(sm.Spec.Endpoints))
+	}
+	ep := sm.Spec.Endpoints[0]
+	if ep.Port != "metrics" || ep.Path != "/metrics" || ep.Interval != "30s" || ep.ScrapeTimeout != "10s" {
+		t.Errorf("endpoint port %q path %q interval %q timeout %q", ep.Port, ep.Path, ep.Interval, ep.ScrapeTimeout)
+	}
+	if len(ep.RelabelConfigs) != 1 || ep.RelabelConfigs[0].TargetLabel != "node" || len(ep.RelabelConfigs[0].SourceLabels) != 1 || ep.RelabelConfigs[0].SourceLabels[0] != "__meta_kubernetes_pod_node_name" {
+		t.Errorf("relabelings %+v, want node from the pod's node name", ep.RelabelConfigs)
+	}
+	if len(ep.MetricRelabelConfigs) != 1 || ep.MetricRelabelConfigs[0].Regex != "go_.*" {
+		t.Errorf("metricRelabelings %+v", ep.MetricRelabelConfigs)
+	}
+
+	pm := get[monitoringv1.PodMonitor](t, r, "PodMonitor", fullname)
+	if !mapsEqual(pm.Spec.Selector.MatchLabels, ds.Spec.Selector.MatchLabels) {
+		t.Errorf("PodMonitor selects %v, pods have %v", pm.Spec.Selector.MatchLabels, ds.Spec.Selector.MatchLabels)
+	}
+	if len(pm.Spec.PodMetricsEndpoints) != 1 {
+		t.Fatalf("%d pod endpoints", len(pm.Spec.PodMetricsEndpoints))
+	}
+	pe := pm.Spec.PodMetricsEndpoints[0]
+	if pe.Port == nil || *pe.Port != "metrics" || pe.Path != "/metrics" || pe.Interval != "15s" {
+		t.Errorf("pod endpoint port %v path %q interval %q", pe.Port, pe.Path, pe.Interval)
+	}
+
+	// A ServiceMonitor without its Service is refused.
+	_, err := Render(parseValues(t, "serviceMonitor: {enabled: true}\nservice: {enabled: false}"))
+	if err == nil || !strings.Contains(err.Error(), "serviceMonitor.enabled needs service.enabled") {
+		t.Errorf("ServiceMonitor without Service: err %v", err)
+	}
+}
+
+func TestHostNetworkOff(t *testing.T) {
+	r := renderSet(t, "host-network-off")
+	ds, c := daemonSet(t, r)
+	pod := ds.Spec.Template.Spec
+	if pod.HostNetwork || pod.DNSPolicy != "" {
+		t.Errorf("hostNetwork %v, dnsPolicy %q; want false and the default", pod.HostNetwork, pod.DNSPolicy)
+	}
+	if !pod.HostPID {
+		t.Error("hostPID off with hostNetwork")
+	}
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 9999 || c.Ports[0].HostPort != 0 {
+		t.Errorf("ports %+v, want container port 9999 and no host port", c.Ports)
+	}
+	if c.Args[0] != "--web.listen-address=:9999" {
+		t.Errorf("args %q", c.Args)
+	}
+	svc := get[corev1.Service](t, r, "Service", fullname)
+	if svc.Spec.Ports[0].Port != 9999 {
+		t.Errorf("Service port %d", svc.Spec.Ports[0].Port)
+	}
+}
+
+// TestUserPrograms: configs and objects from values into the chart's
+// ConfigMap, and a ConfigMap the user made.
+func TestUserPrograms(t *testing.T) {
+	// The value set's objects.mine, decoded.
+	object := []byte("\x7fELF\x02\x01\x01\x00 not really an object \xff\xfe")
+	config := "metrics:\n  counters:\n    - name: x_total\n      help: \"quoted: yes\"\n"
+	r := renderSet(t, "user-programs")
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", fullname+"-programs")
+	if cm.Data["mine.yaml"] != config || cm.Data["alpha.yaml"] != "metrics: {}\n" || len(cm.Data) != 2 {
+		t.Errorf("ConfigMap data %q", cm.Data)
+	}
+	if !bytes.Equal(cm.BinaryData["mine.bpf.o"], object) || len(cm.BinaryData) != 1 {
+		t.Errorf("ConfigMap binaryData %q, want mine.bpf.o = %q", cm.BinaryData, object)
+	}
+	ds, c := daemonSet(t, r)
+	wantArgs := []string{
+		"--web.listen-address=:19435",
+		"--programs=none",
+		"--config.dir=/etc/kernel_exporter/configs",
+		"--config.names=alpha,mine",
+		"--web.enable-lifecycle",
+		"--capabilities.keep=perfmon",
+	}
+	if !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("args %q, want %q", c.Args, wantArgs)
+	}
+	if ds.Spec.Template.Annotations["checksum/programs"] == "" {
+		t.Error("no checksum/programs annotation: a changed ConfigMap would not roll the pods")
+	}
+
+	r = renderSet(t, "existing-configmap")
+	if _, ok := r.typed["ConfigMap/"+fullname+"-programs"]; ok {
+		t.Error("the chart rendered its ConfigMap besides existingConfigMap")
+	}
+	ds, c = daemonSet(t, r)
+	if !slices.Contains(c.Args, "--config.names=b,a") {
+		t.Errorf("args %q, want --config.names=b,a", c.Args)
+	}
+	var found bool
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "programs" {
+			found = v.ConfigMap != nil && v.ConfigMap.Name == "my-programs"
+		}
+	}
+	if !found {
+		t.Errorf("no programs volume of ConfigMap my-programs in %+v", ds.Spec.Template.Spec.Volumes)
+	}
+	if _, ok := ds.Spec.Template.Annotations["checksum/programs"]; ok {
+		t.Error("checksum/programs of a ConfigMap the chart does not render")
+	}
+}
+
+func TestResourcesTolerations(t *testing.T) {
+	r := renderSet(t, "resources-tolerations")
+	ds, c := daemonSet(t, r)
+	pod := ds.Spec.Template.Spec
+	if q := c.Resources.Requests[corev1.ResourceCPU]; q.MilliValue() != 50 {
+		t.Errorf("cpu request %v", q.String())
+	}
+	if q := c.Resources.Requests[corev1.ResourceMemory]; q.Value() != 64<<20 {
+		t.Errorf("memory request %v", q.String())
+	}
+	if q := c.Resources.Limits[corev1.ResourceMemory]; q.Value() != 256<<20 {
+		t.Errorf("memory limit %v", q.String())
+	}
+	want := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	if len(pod.Tolerations) != 1 || pod.Tolerations[0] != want {
+		t.Errorf("tolerations %+v, want %+v", pod.Tolerations, want)
+	}
+	// Helm merges maps: the default kubernetes.io/os stays unless set to null.
+	if len(pod.NodeSelector) != 2 || pod.NodeSelector["pool"] != "infra" || pod.NodeSelector["kubernetes.io/os"] != "linux" {
+		t.Errorf("nodeSelector %v", pod.NodeSelector)
+	}
+	if a := pod.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		!slices.Equal(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values, []string{"amd64", "arm64"}) {
+		t.Errorf("affinity %+v", pod.Affinity)
+	}
+	if pod.PriorityClassName != "" {
+		t.Errorf("priorityClassName %q, want none", pod.PriorityClassName)
+	}
+	if c.Image != "registry.example/kernel_exporter:v9" || c.ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("image %q %q", c.Image, c.ImagePullPolicy)
+	}
+	if ds.Spec.Template.Annotations["team"] != "sre" {
+		t.Errorf("pod annotations %v", ds.Spec.Template.Annotations)
+	}
+}
+
+// TestNoBTF: without the node's /sys/kernel/btf, an external BTF file
+// through extra volumes and --btf.path.
+func TestNoBTF(t *testing.T) {
+	ds, c := daemonSet(t, renderSet(t, "no-btf"))
+	checkMounts(t, ds.Spec.Template.Spec, c, map[string]string{
+		"tracing":  "/sys/kernel/tracing",
+		"cgroup":   "/sys/fs/cgroup",
+		"programs": "/etc/kernel_exporter/configs",
+		"vmlinux":  "/btf/vmlinux",
+	})
+	if c.Args[len(c.Args)-1] != "--btf.path=/btf/vmlinux" {
+		t.Errorf("args %q", c.Args)
+	}
+}
+
+func TestRBACOff(t *testing.T) {
+	r := renderSet(t, "rbac-off")
+	if got, want := r.kinds(), []string{"ConfigMap", "Service", "DaemonSet"}; !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v", got, want)
+	}
+	ds, _ := daemonSet(t, r)
+	if ds.Spec.Template.Spec.ServiceAccountName != "node-agents" {
+		t.Errorf("serviceAccountName %q", ds.Spec.Template.Spec.ServiceAccountName)
+	}
+}
+
+// TestWebConfig: --web.config.file from a Secret the chart renders, probes
+// over HTTPS with basic auth, and a Secret the user made.
+func TestWebConfig(t *testing.T) {
+	r := renderSet(t, "web-config")
+	sec := get[corev1.Secret](t, r, "Secret", fullname+"-web")
+	var web struct {
+		TLS struct {
+			Cert string `json:"cert_file"`
+			Key  string `json:"key_file"`
+		} `json:"tls_server_config"`
+		Users map[string]string `json:"basic_auth_users"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(sec.StringData["web-config.yml"]), &web); err != nil {
+		t.Fatalf("web-config.yml: %v", err)
+	}
+	if web.TLS.Cert != "/etc/kernel_exporter/web/tls.crt" || web.Users["prometheus"] != "$2y$10$abcdefghijklmnopqrstuv" {
+		t.Errorf("web-config.yml %+v", web)
+	}
+	if sec.StringData["tls.key"] != "-----BEGIN PRIVATE KEY-----\n" || len(sec.StringData) != 3 {
+		t.Errorf("Secret keys %d", len(sec.StringData))
+	}
+	ds, c := daemonSet(t, r)
+	if !slices.Contains(c.Args, "--web.config.file=/etc/kernel_exporter/web/web-config.yml") {
+		t.Errorf("args %q", c.Args)
+	}
+	checkProbe(t, "liveness", c.LivenessProbe, "/-/healthy", corev1.URISchemeHTTPS)
+	checkProbe(t, "readiness", c.ReadinessProbe, "/-/ready", corev1.URISchemeHTTPS)
+	if h := c.ReadinessProbe.HTTPGet.HTTPHeaders; len(h) != 1 || h[0].Name != "Authorization" {
+		t.Errorf("probe headers %+v", h)
+	}
+	checkMounts(t, ds.Spec.Template.Spec, c, map[string]string{
+		"btf":        "/sys/kernel/btf",
+		"tracing":    "/sys/kernel/tracing",
+		"cgroup":     "/sys/fs/cgroup",
+		"programs":   "/etc/kernel_exporter/configs",
+		"web-config": "/etc/kernel_exporter/web",
+	})
+	if ds.Spec.Template.Annotations["checksum/web-config"] == "" {
+		t.Error("no checksum/web-config annotation")
+	}
+	sm := get[monitoringv1.ServiceMonitor](t, r, "ServiceMonitor", fullname)
+	ep := sm.Spec.Endpoints[0]
+	if ep.Scheme == nil || strings.ToLower(ep.Scheme.String()) != "https" || ep.TLSConfig == nil || ep.TLSConfig.InsecureSkipVerify == nil || !*ep.TLSConfig.InsecureSkipVerify {
+		t.Errorf("ServiceMonitor scheme %v, tlsConfig %+v", ep.Scheme, ep.TLSConfig)
+	}
+	if ep.BasicAuth == nil || ep.BasicAuth.Username.Name != "scrape-auth" || ep.BasicAuth.Password.Key != "password" {
+		t.Errorf("ServiceMonitor basicAuth %+v", ep.BasicAuth)
+	}
+
+	r = renderSet(t, "existing-secret")
+	if _, ok := r.typed["Secret/"+fullname+"-web"]; ok {
+		t.Error("the chart rendered its Secret besides existingSecret")
+	}
+	ds, _ = daemonSet(t, r)
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "web-config" && (v.Secret == nil || v.Secret.SecretName != "my-web") {
+			t.Errorf("web-config volume %+v, want Secret my-web", v)
+		}
+	}
+}
+
+// TestSchemaRejects: values.schema.json refuses values of the wrong type or
+// unknown keys, as helm install does, and strict decoding refuses a field
+// a Kubernetes type lacks.
+func TestSchemaRejects(t *testing.T) {
+	for _, doc := range []string{
+		"port: 0",
+		"port: 70000",
+		"hostNetwork: yes please",
+		"programs: timers",
+		"tolerations: {operator: Exists}",
+		"securityContext: {privileged: true}",
+		"resourcse: {}",
+		"image: {repo: x}",
+		"userPrograms: {configs: {'../x': 'a: b'}}",
+		"serviceMonitor: {enabled: 1}",
+	} {
+		_, err := Render(parseValues(t, doc))
+		if err == nil {
+			t.Errorf("values %q rendered, want an error", doc)
+			continue
+		}
+		t.Logf("%s: %v", doc, strings.Join(strings.Fields(err.Error()), " "))
+	}
+
+	objs, err := Render(parseValues(t, "resources: {requests: {cpu: 1}, limitz: {cpu: 2}}"))
+	if err != nil {
+		t.Fatal(err) // resources is free-form in the schema; the type decides
+	}
+	ds, err := Find(objs, "DaemonSet", fullname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(ds); err == nil || !strings.Contains(err.Error(), "limitz") {
+		t.Errorf("decode of a DaemonSet with resources.limitz: err %v, want an unknown-field error", err)
+	}
+}
+
+// Find returns the first object of kind named name.
+func Find(objs []Object, kind, name string) (Object, error) {
+	for _, o := range objs {
+		if o.Kind == kind && o.Name == name {
+			return o, nil
+		}
+	}
+	return Object{}, os.ErrNotExist
+}
+
+// TestManifestIsDefaultRender: daemonset.yaml is the default render, byte
+// for byte (-update rewrites it), and holds no Helm-only object.
+func TestManifestIsDefaultRender(t *testing.T) {
+	objs, err := Render(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Manifest(objs)
+	if *update {
+		if err := os.WriteFile("daemonset.yaml", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("daemonset.yaml differs from the default render: run go test ./deploy/kubernetes -run TestManifestIsDefaultRender -update")
+	}
+	if !bytes.Equal(PlainManifest(), got) {
+		t.Fatal("the embedded daemonset.yaml is stale")
+	}
+	// Every document of the file decodes strictly.
+	docs := strings.Split(string(got), "\n---\n")
+	if len(docs) != len(objs)+1 {
+		t.Fatalf("%d documents after the header, want %d", len(docs)-1, len(objs))
+	}
+	for i, d := range docs[1:] {
+		o := objs[i]
+		o.YAML = []byte(d)
+		if _, err := Decode(o); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestMonitoringCRDs: the test CRDs name the kinds the chart renders.
+func TestMonitoringCRDs(t *testing.T) {
+	docs := strings.Split(string(MonitoringCRDs()), "\n---\n")
+	var kinds []string
+	for _, d := range docs {
+		var crd struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Group string `json:"group"`
+				Names struct {
+					Kind   string `json:"kind"`
+					Plural string `json:"plural"`
+				} `json:"names"`
+				Versions []struct {
+					Name string `json:"name"`
+				} `json:"versions"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(d), &crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.Kind != "CustomResourceDefinition" || crd.Spec.Group != monitoringv1.SchemeGroupVersion.Group ||
+			crd.Metadata.Name != crd.Spec.Names.Plural+"."+crd.Spec.Group || len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != "v1" {
+			t.Errorf("CRD %+v", crd)
+		}
+		kinds = append(kinds, crd.Spec.Names.Kind)
+	}
+	if !slices.Equal(kinds, []string{monitoringv1.ServiceMonitorsKind, monitoringv1.PodMonitorsKind}) {
+		t.Errorf("CRD kinds %v", kinds)
+	}
+}
+
+// TestDocsListEveryValue: docs/kubernetes.md names every value of
+// values.yaml: top-level keys, and the keys of the chart's own tables (not
+// of Kubernetes objects passed through, as securityContext).
+func TestDocsListEveryValue(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Chart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.Values {
+		if !bytes.Contains(doc, []byte("`"+k)) {
+			t.Errorf("docs/kubernetes.md does not name value %s", k)
+		}
+		sub, ok := v.(map[string]any)
+		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor"}, k) {
+			continue
+		}
+		for k2 := range sub {
+			if !bytes.Contains(doc, []byte("`"+k+"."+k2+"`")) && !bytes.Contains(doc, []byte("."+k2+"`")) && !bytes.Contains(doc, []byte("`"+k+".*`")) {
+				t.Errorf("docs/kubernetes.md does not name value %s.%s", k, k2)
+			}
+		}
+	}
+}
