@@ -285,3 +285,27 @@ release:
 # ---------------------------------------------------------------------------
 # End of install and release section
 # ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# Container image
+#
+#   make image   $(DIST)/kernel_exporter-<version>.oci.tar: an OCI archive
+#                (podman load -i FILE, podman run oci-archive:FILE) of one
+#                image FROM scratch per $(IMAGE_ARCHES), in one image index,
+#                built from the static binary as make release builds it.
+#                Nothing is pulled; the archive is reproducible
+#                (SOURCE_DATE_EPOCH). See tools/image.sh, tools/image/ and
+#                docs/kubernetes.md for the capabilities and mounts.
+# ---------------------------------------------------------------------------
+
+IMAGE_ARCHES ?= amd64 arm64
+
+.PHONY: image
+
+image:
+	GO=$(GO) VERSION=$(DIST_VERSION) REVISION=$(REVISION) LDFLAGS='$(LDFLAGS)' DIST=$(DIST) \
+		ARCHES='$(IMAGE_ARCHES)' tools/heartbeat.sh tools/image.sh
+
+# ---------------------------------------------------------------------------
+# End of container image section
+# ---------------------------------------------------------------------------

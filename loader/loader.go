@@ -319,7 +319,11 @@ func (o *Object) Close() {
 }
 
 // loadError explains a failed NewCollection: verifier rejections keep the
-// log's last lines, and fentry/fexit EPERM becomes a plain "not supported".
+// log's last lines, led by what this kernel lacks when the log says it (a
+// helper, a tracepoint argument, a kernel type: explainVerifier), a map
+// type the kernel does not have is named (explainMapCreate), and
+// fentry/fexit EPERM becomes a plain "not supported". The named cases wrap
+// ErrUnsupported.
 func loadError(spec *ebpf.CollectionSpec, err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
@@ -327,7 +331,14 @@ func loadError(spec *ebpf.CollectionSpec, err error) error {
 		if len(lines) > 8 {
 			lines = lines[len(lines)-8:]
 		}
-		return fmt.Errorf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, strings.Join(lines, "\n  "))
+		tail := strings.Join(lines, "\n  ")
+		if why := explainVerifier(ve.Log); why != "" {
+			return &lackingError{fmt.Sprintf("load: %s: verifier rejected program: %v; verifier log tail:\n  %s", why, ve.Cause, tail), err}
+		}
+		return fmt.Errorf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, tail)
+	}
+	if why := explainMapCreate(spec, err); why != "" {
+		return &lackingError{fmt.Sprintf("load: %s: %v", why, err), err}
 	}
 	if isPermission(err) {
 		for _, ps := range spec.Programs {
