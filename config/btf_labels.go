@@ -81,7 +81,9 @@ func InferLabels(labels []Label) bool {
 //
 // Every number from the BTF is range-checked: at most MaxLabels fields,
 // offsets in whole bytes, ascending and inside the key, at most MaxKeySize
-// bytes, enum tables of at most MaxStaticMap entries.
+// bytes, enum tables of at most MaxStaticMap entries, and at most
+// MaxStaticMapTotal entries over all the config's inferred labels (an enum
+// shared by several keys counts once per key).
 func (c *Config) LabelsFromBTF(path, metric, mapName string, key btf.Type, keySize int, overrides []Label, histogram bool) ([]Label, error) {
 	fail := func(format string, args ...any) error {
 		return c.Errorf(path, "metric %s, map %s: %s", Quote(metric), Quote(mapName), fmt.Sprintf(format, args...))
@@ -129,8 +131,14 @@ func (c *Config) LabelsFromBTF(path, metric, mapName string, key btf.Type, keySi
 			return nil, c.Errorf(fmt.Sprintf("%s.labels[%d].name", path, i), "metric %s, map %s: the key has no field %s to set decoders for", Quote(metric), Quote(mapName), Quote(overrides[i].Name))
 		}
 	}
-	budget := &decoderBudget{regexps: MaxRegexpsTotal, regexpCost: MaxRegexpCostTotal, staticMap: MaxStaticMapTotal}
-	if err := c.validateLabels(path, labels, histogram, budget); err != nil {
+	// One budget for all the inferred labels of the config: an enum
+	// shared by every map's key is counted for each of them, so that an
+	// object cannot make each of MaxMetrics metrics build MaxStaticMap
+	// entries.
+	if c.btfBudget == nil {
+		c.btfBudget = &decoderBudget{regexps: MaxRegexpsTotal, regexpCost: MaxRegexpCostTotal, staticMap: MaxStaticMapTotal}
+	}
+	if err := c.validateLabels(path, labels, histogram, c.btfBudget); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return nil, fail("labels inferred from the BTF key: %s (at %s)", e.Msg, e.Path)

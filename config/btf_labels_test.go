@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -215,5 +216,24 @@ func TestValidateLabelOverrides(t *testing.T) {
 		if _, err := Parse("c.yaml", []byte(yaml)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want %q", err, want)
 		}
+	}
+}
+
+// An enum shared by the keys of several maps counts for each: the
+// config's inferred static_map entries stay within MaxStaticMapTotal.
+func TestLabelsFromBTFEnumBudget(t *testing.T) {
+	big := &btf.Enum{Name: "big", Size: 4}
+	for i := range MaxStaticMap {
+		big.Values = append(big.Values, btf.EnumValue{Name: "V" + strconv.Itoa(i), Value: uint64(i)})
+	}
+	key := &btf.Struct{Name: "k", Size: 4, Members: []btf.Member{{Name: "v", Type: big}}}
+	c := btflConfig(t, "metrics:\n  counters:\n    - name: x_total\n      help: X\n")
+	var err error
+	n := 0
+	for ; n < 3 && err == nil; n++ {
+		_, err = c.LabelsFromBTF("metrics.counters[0]", "x_total", "x_total", key, 4, nil, false)
+	}
+	if err == nil || n != 3 || !strings.Contains(err.Error(), "more than 131072 static_map entries in the config") {
+		t.Fatalf("after %d keys: %v; want the third refused over the config's static_map budget", n, err)
 	}
 }

@@ -79,6 +79,9 @@ type Config struct {
 	AttachTo     map[string]string `yaml:"attach_to"`
 
 	root *yaml.Node
+	// btfBudget bounds the decoder settings of every label inferred from
+	// BTF in this config together (see LabelsFromBTF).
+	btfBudget *decoderBudget
 }
 
 // Metrics lists the maps that become metrics.
