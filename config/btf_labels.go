@@ -77,7 +77,7 @@ func InferLabels(labels []Label) bool {
 // refused by the plan compiler, as it always was). Errors are *Error values naming the file, the metric, the map and
 // the field, as in
 //
-//	x.yaml:4: metrics.counters[0]: metric "calls_total", map "calls_total": key field "addr" (struct in6_addr): nested struct: set its decoders with a labels entry {name: addr, decoders: [...]}, or write every label with its size
+//	x.yaml:4: metrics.counters[0]: metric "calls_total", map "calls_total": key field "addr" (struct "in6_addr"): nested struct: set its decoders with a labels entry {name: addr, decoders: [...]}, or write every label with its size
 //
 // Every number from the BTF is range-checked: at most MaxLabels fields,
 // offsets in whole bytes, ascending and inside the key, at most MaxKeySize
@@ -124,7 +124,7 @@ func (c *Config) LabelsFromBTF(path, metric, mapName string, key btf.Type, keySi
 			return nil, err
 		}
 	default:
-		return nil, fail("the map key is a %s, not a struct or an integer: write the labels with their sizes", kindName(t))
+		return nil, fail("the map key is of BTF kind %s, not a struct or an integer: write the labels with their sizes", kindName(t))
 	}
 	for i, u := range used {
 		if !u {
