@@ -53,6 +53,9 @@ type MetricPlan struct {
 	KeySize   int
 	ValueSize int // bytes per value (per CPU for per-CPU maps)
 	PerCPU    bool
+	// Inferred is true when the labels come from the BTF type of the
+	// map's key (see resolveLabels), false when the config lists them.
+	Inferred bool
 
 	Labels []LabelPlan // label fields, without the bucket for histograms
 	// Histogram only: the bucket field, slot → bucket index, and bounds.
@@ -84,10 +87,15 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 	p := &Plan{Config: cfg, spec: spec, stacks: map[string]*ebpf.Map{}}
 	for i, c := range cfg.Metrics.Counters {
 		path := fmt.Sprintf("metrics.counters[%d]", i)
-		mp, err := p.compileMetric(path, c.Name, c.Help, c.Labels, env, len(c.Labels) > 0)
+		labels, inferred, err := p.resolveLabels(path, c.Name, c.Labels, false)
 		if err != nil {
 			return nil, err
 		}
+		mp, err := p.compileMetric(path, c.Name, c.Help, labels, env, len(labels) > 0)
+		if err != nil {
+			return nil, err
+		}
+		mp.Inferred = inferred
 		mp.MaxSeries = c.MaxSeries
 		if mp.TTL, err = p.compileTTL(path, c.Name, c.TTL); err != nil {
 			return nil, err
@@ -97,21 +105,26 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 	for i := range cfg.Metrics.Histograms {
 		h := &cfg.Metrics.Histograms[i]
 		path := fmt.Sprintf("metrics.histograms[%d]", i)
-		if len(h.Labels) == 0 {
+		labels, inferred, err := p.resolveLabels(path, h.Name, h.Labels, true)
+		if err != nil {
+			return nil, err
+		}
+		if len(labels) == 0 {
 			return nil, cfg.Errorf(path+".labels", "histogram has no %q label", config.BucketLabel)
 		}
-		last := len(h.Labels) - 1
-		mp, err := p.compileMetric(path, h.Name, h.Help, h.Labels[:last], env, false)
+		last := len(labels) - 1
+		mp, err := p.compileMetric(path, h.Name, h.Help, labels[:last], env, false)
 		if err != nil {
 			return nil, err
 		}
 		mp.Histogram = true
+		mp.Inferred = inferred
 		mp.MaxSeries = h.MaxSeries
 		if mp.TTL, err = p.compileTTL(path, h.Name, h.TTL); err != nil {
 			return nil, err
 		}
-		b := h.Labels[last]
-		off, err := p.labelsEnd(path, h.Labels[:last])
+		b := labels[last]
+		off, err := p.labelsEnd(path, labels[:last])
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,9 @@
 // Every map key is a packed byte string. Labels consume it in order: label i
 // takes size bytes, then skips padding bytes. The sizes must add up to the
 // map's key size. Histogram keys end with a label named "bucket" holding the
-// slot number as an unsigned integer. Map values are u64 (8 bytes); per-CPU
+// slot number as an unsigned integer. A metric that lists no labels, or
+// only names with decoders (overrides), gets that list from the BTF type of
+// its map's key instead (btf_labels.go), then compiles the same way. Map values are u64 (8 bytes); per-CPU
 // maps hold one u64 per CPU and are summed.
 //
 // Errors name the file, the line where yaml.v3 gives one, the field path and
@@ -77,6 +79,9 @@ type Config struct {
 	AttachTo     map[string]string `yaml:"attach_to"`
 
 	root *yaml.Node
+	// btfBudget bounds the decoder settings of every label inferred from
+	// BTF in this config together (see LabelsFromBTF).
+	btfBudget *decoderBudget
 }
 
 // Metrics lists the maps that become metrics.
@@ -133,7 +138,9 @@ type Histogram struct {
 // Label is one field of a map key.
 type Label struct {
 	Name string `yaml:"name"`
-	// Size is the field width in bytes, 1 to MaxLabelSize.
+	// Size is the field width in bytes, 1 to MaxLabelSize; 0 (absent) in
+	// a list of overrides of labels inferred from BTF (see
+	// LabelOverrides), where the layout comes from the key's BTF.
 	Size int `yaml:"size"`
 	// Padding is skipped after the field (alignment holes in C structs),
 	// 0 to MaxPadding bytes. The labels of a key take at most MaxKeySize

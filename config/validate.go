@@ -172,7 +172,11 @@ func (c *Config) validateHistogram(path string, h *Histogram, budget *decoderBud
 	if _, err := c.ParseTTL(path, h.Name, h.TTL); err != nil {
 		return err
 	}
-	if len(h.Labels) == 0 || h.Labels[len(h.Labels)-1].Name != BucketLabel {
+	if InferLabels(h.Labels) {
+		// Labels from BTF, the bucket last (btf_labels.go).
+		return c.validateLabels(path, h.Labels, true, budget)
+	}
+	if h.Labels[len(h.Labels)-1].Name != BucketLabel {
 		for i, l := range h.Labels {
 			if l.Name == BucketLabel {
 				return c.Errorf(fmt.Sprintf("%s.labels[%d]", path, i), "the %q label must be the last label", BucketLabel)
@@ -221,6 +225,8 @@ func (c *Config) validateLabels(path string, labels []Label, histogram bool, bud
 	}
 	names := map[string]bool{}
 	key := 0 // bytes so far; each term is bounded, so this cannot overflow
+	// Overrides of labels inferred from BTF give a name and decoders only.
+	overrides := LabelOverrides(labels) && !c.sizeGiven(path, len(labels))
 	for i, l := range labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
 		if l.Name == "" {
@@ -239,7 +245,11 @@ func (c *Config) validateLabels(path string, labels []Label, histogram bool, bud
 			return c.Errorf(lp+".name", "duplicate label %s", Quote(l.Name))
 		}
 		names[l.Name] = true
-		if l.Size <= 0 || l.Size > MaxLabelSize {
+		if overrides {
+			if len(l.Decoders) == 0 {
+				return c.Errorf(lp+".decoders", "label %s sets neither a size nor decoders: an entry without a size overrides the decoders of the key field it names", Quote(l.Name))
+			}
+		} else if l.Size <= 0 || l.Size > MaxLabelSize {
 			return c.Errorf(lp+".size", "must be 1 to %d bytes, got %d", MaxLabelSize, l.Size)
 		}
 		if l.Padding < 0 || l.Padding > MaxPadding {

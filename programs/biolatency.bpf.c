@@ -18,13 +18,15 @@
  * and flush requests, whose rq->part may be NULL, are attributed too.
  *
  * Map bio_latency_seconds (HASH), key struct bio_key, 12 bytes:
- *   offset 0  u32 dev      kernel dev_t of the whole disk:
- *                          MKDEV(major, first_minor) = major << 20 | minor
- *   offset 4  u8  op       rq->cmd_flags & REQ_OP_MASK: 0 read, 1 write,
- *                          2 flush, 3 discard, 5 secure erase,
- *                          9 write zeroes, 34/35 driver in/out, ...
- *   offset 5  u8  pad[3]   explicit padding, always zero
- *   offset 8  u32 bucket   exp2 slot of the latency, 0..26; 27 holds the sum
+ *   offset 0  u32 device     kernel dev_t of the whole disk:
+ *                            MKDEV(major, first_minor) = major << 20 | minor
+ *   offset 4  u8  operation  rq->cmd_flags & REQ_OP_MASK: 0 read, 1 write,
+ *                            2 flush, 3 discard, 5 secure erase,
+ *                            9 write zeroes, 34/35 driver in/out, ...
+ *   offset 5  3 bytes of padding, zeroed with the whole key
+ *   offset 8  u32 bucket     exp2 slot of the latency, 0..26; 27 holds the sum
+ * Field names are the label names: biolatency.yaml takes the layout from
+ * this struct's BTF.
  *   value u64              count of requests (slot 27: sum of latencies)
  * Bucket unit: microseconds (slot k: latency <= 2^k µs; 26 ≈ 67 s).
  *
@@ -63,9 +65,8 @@
 char LICENSE[] SEC("license") = "GPL";
 
 struct bio_key {
-	__u32 dev;
-	__u8 op;
-	__u8 pad[3];
+	__u32 device;
+	__u8 operation;
 	__u32 bucket;
 };
 _Static_assert(sizeof(struct bio_key) == 12, "biolatency.yaml expects a 12-byte key");
@@ -133,9 +134,10 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error,
 	__u32 slot = inflight_slot(rq);
 	struct inflight *f = bpf_map_lookup_elem(&bio_start, &slot);
 	__u64 id = (__u64)rq, start, *moved, delta_us;
-	struct bio_key key = {};
+	struct bio_key key;
 	struct gendisk *disk;
 
+	__builtin_memset(&key, 0, sizeof(key)); /* padding included */
 	if (f && f->rq == id) {
 		start = f->ts;
 		f->rq = 0;
@@ -151,8 +153,8 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error,
 	/* Direct loads: tp_btf arguments are BTF pointers. */
 	disk = rq->q->disk;
 	if (disk)
-		key.dev = (__u32)disk->major << MINORBITS | (__u32)disk->first_minor;
-	key.op = rq->cmd_flags & REQ_OP_MASK;
+		key.device = (__u32)disk->major << MINORBITS | (__u32)disk->first_minor;
+	key.operation = rq->cmd_flags & REQ_OP_MASK;
 
 	ke_observe(ke_add, &bio_latency_seconds, key, ke_exp2_slot(delta_us),
 		   delta_us, MAX_BUCKET);

@@ -25,7 +25,8 @@
  * skb->end (skb->end is an offset on 64-bit kernels).
  *
  * Map net_tx_packet_size_bytes (PERCPU_HASH), key struct tx_key, 8 bytes:
- *   offset 0  u32 ifindex   dev->ifindex
+ *   offset 0  u32 device    dev->ifindex (the device label, named after
+ *                           this field: labels come from the key's BTF)
  *   offset 4  u32 bucket    exp2 slot of skb->len, 0..20; 21 holds the sum
  *   value u64 per CPU: skbs (slot 21: sum of bytes).
  * Bucket unit: bytes (slot k: len <= 2^k; slot 20 = 1 MiB and above, BIG TCP
@@ -56,7 +57,7 @@
 char LICENSE[] SEC("license") = "GPL";
 
 struct tx_key {
-	__u32 ifindex;
+	__u32 device;
 	__u32 bucket;
 };
 _Static_assert(sizeof(struct tx_key) == 8, "net_tx_size.yaml expects an 8-byte key");
@@ -83,7 +84,7 @@ int BPF_PROG(net_dev_start_xmit, const struct sk_buff *skb,
 	struct tx_key key = {};
 	__u64 len, segs;
 
-	key.ifindex = dev->ifindex;
+	key.device = dev->ifindex;
 	len = skb->len;
 	ke_observe(ke_add_percpu, &net_tx_packet_size_bytes, key,
 		   ke_exp2_slot(len), len, SIZE_MAX_BUCKET);

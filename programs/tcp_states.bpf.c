@@ -36,7 +36,7 @@
  * Maps tcp_syn_sent_seconds and tcp_syn_recv_seconds (HASH), key struct
  * duration_key, 8 bytes:
  *   offset 0  u8  to       state the socket left SYN_SENT/SYN_RECV for
- *   offset 1  u8  pad[3]   always 0
+ *   offset 1  3 bytes of padding, zeroed with the whole key
  *   offset 4  u32 bucket   exp2 slot, 0..36; slot 37 holds the sum
  *   value u64: sockets (slot 37: sum of nanoseconds).
  * Bucket unit: nanoseconds (slot k: time <= 2^k ns; slot 36 ≈ 69 s).
@@ -67,7 +67,6 @@ _Static_assert(sizeof(struct transition_key) == 2, "tcp_states.yaml expects a 2-
 
 struct duration_key {
 	__u8 to;
-	__u8 pad[3];
 	__u32 bucket;
 };
 _Static_assert(sizeof(struct duration_key) == 8, "tcp_states.yaml expects an 8-byte key");
@@ -109,9 +108,10 @@ int BPF_PROG(inet_sock_set_state, const struct sock *sk, int oldstate,
 	     int newstate)
 {
 	struct transition_key tkey;
-	struct duration_key dkey = {};
+	struct duration_key dkey;
 	__u64 skaddr = (__u64)sk, now, *start, delta;
 
+	__builtin_memset(&dkey, 0, sizeof(dkey)); /* padding included */
 	if (sk->sk_protocol != IPPROTO_TCP_)
 		return 0;
 	if (oldstate < 0 || oldstate >= NR_STATES || newstate < 0 ||

@@ -54,6 +54,7 @@ func run() int {
 		configNames = app.Flag("config.names", "Comma-separated user programs to load from --config.dir.").String()
 		strict      = app.Flag("config.strict", "Exit at start if any config fails to load or attach.").Bool()
 		check       = app.Flag("config.check", "Load and attach every config, print a report, and exit (non-zero if any failed).").Bool()
+		verbose     = app.Flag("verbose", "With --config.check: also print each metric's key layout, label by label (name, byte offset, size, decoders), saying which labels were inferred from the BTF of the map's key.").Bool()
 		loadTimeout = app.Flag("config.load-timeout", "Time each config may take to load and attach; one still loading then is marked down.").Default(exporter.DefaultLoadTimeout.String()).Duration()
 		btfPath     = app.Flag("btf.path", "External vmlinux BTF file for kernels without /sys/kernel/btf/vmlinux.").String()
 		attachTo    = app.Flag("attach.to", "Kernel function for a config's attach_to programs: <config>=<function> or <config>.<program>=<function> (repeatable), e.g. funclatency=vfs_read.").Strings()
@@ -250,7 +251,7 @@ func run() int {
 		if ctx.Err() != nil {
 			return 1
 		}
-		return report(exp)
+		return report(exp, *verbose)
 	}
 
 	if !*noExpMetric {
@@ -399,7 +400,7 @@ func splitList(s string) []string {
 }
 
 // report prints one line per config and returns 1 if any failed.
-func report(exp *exporter.Exporter) int {
+func report(exp *exporter.Exporter, verbose bool) int {
 	rc := 0
 	for _, st := range exp.Status.States() {
 		if st.Up {
@@ -416,6 +417,9 @@ func report(exp *exporter.Exporter) int {
 				extra = " (" + strings.Join(alts, "; ") + ")"
 			}
 			fmt.Printf("ok    %s (%s): %d programs attached%s\n", st.Name, st.Source, len(st.Programs), extra)
+			if verbose && st.Collector != nil {
+				printLayouts(os.Stdout, st.Collector.Layouts())
+			}
 			continue
 		}
 		rc = 1

@@ -1,0 +1,78 @@
+package collector
+
+import (
+	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/decoder"
+)
+
+// resolveLabels returns the labels of the metric at path reading map name:
+// labels as the config gives them, or, when it gives none or only decoder
+// overrides (config.InferLabels), the labels config.LabelsFromBTF infers
+// from the BTF type of the map's key. inferred says which. Either way the
+// result is a plain label list, compiled by compileMetric like any other.
+func (p *Plan) resolveLabels(path, name string, labels []config.Label, histogram bool) (out []config.Label, inferred bool, err error) {
+	if !config.InferLabels(labels) {
+		return labels, false, nil
+	}
+	cfg := p.Config
+	ms, ok := p.spec.Maps[name]
+	if !ok || ms == nil {
+		return nil, false, cfg.Errorf(path+".name", "map %s not found in %s (maps: %s)", config.Quote(name), cfg.Object, mapNames(p.spec))
+	}
+	out, err = cfg.LabelsFromBTF(path, name, name, ms.Key, int(ms.KeySize), labels, histogram)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, out != nil, nil
+}
+
+// MetricLayout is how one metric reads its map's keys, for
+// --config.check --verbose.
+type MetricLayout struct {
+	Name    string // metric name with namespace
+	MapName string
+	KeySize int // bytes
+	// Inferred is true when the labels come from the key's BTF type.
+	Inferred bool
+	// Labels are the label fields, then for a histogram the bucket field
+	// (Name "bucket", no decoders).
+	Labels []LabelLayout
+}
+
+// LabelLayout is one key field: bytes [Off, Off+Size) of the key.
+type LabelLayout struct {
+	Name      string
+	Off, Size int
+	Decoders  []string // names, in chain order
+}
+
+// Layouts returns the key layout of every metric of the config, in config
+// order.
+func (c *Config) Layouts() []MetricLayout {
+	out := make([]MetricLayout, 0, len(c.metrics))
+	for _, m := range c.metrics {
+		out = append(out, m.MetricPlan.Layout())
+	}
+	return out
+}
+
+// Layout returns the key layout of the metric.
+func (mp *MetricPlan) Layout() MetricLayout {
+	l := MetricLayout{Name: mp.Name, MapName: mp.MapName, KeySize: mp.KeySize, Inferred: mp.Inferred}
+	for _, lp := range mp.Labels {
+		l.Labels = append(l.Labels, LabelLayout{Name: lp.Name, Off: lp.Off, Size: lp.Size, Decoders: chainNames(lp.Chain)})
+	}
+	if mp.Histogram {
+		l.Labels = append(l.Labels, LabelLayout{Name: config.BucketLabel, Off: mp.BucketOff, Size: mp.BucketSize})
+	}
+	return l
+}
+
+// chainNames lists a chain's decoder names in order, repeats included.
+func chainNames(c decoder.Chain) []string {
+	names := make([]string, 0, len(c))
+	for _, d := range c {
+		names = append(names, decoder.NameOf(d))
+	}
+	return names
+}
