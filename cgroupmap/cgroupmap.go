@@ -62,7 +62,6 @@ type Options struct {
 type Map interface {
 	Put(key, value any) error
 	Delete(key any) error
-	Iterate() *ebpf.MapIterator
 	MaxEntries() uint32
 	ValueSize() uint32
 }
@@ -99,7 +98,15 @@ func Start(spec *config.CgroupIDMap, m *ebpf.Map, opts Options) (*Filler, error)
 	if err := Check(spec, m); err != nil {
 		return nil, err
 	}
-	return start(spec, m, opts)
+	// Keys already in the map (none in a fresh object) are ours to prune.
+	var existing []uint64
+	var k uint64
+	var v []byte
+	it := m.Iterate()
+	for len(existing) < int(m.MaxEntries()) && it.Next(&k, &v) {
+		existing = append(existing, k)
+	}
+	return start(spec, m, existing, opts)
 }
 
 // Check returns an error naming the map when m is not what a cgroup_id_map
@@ -117,7 +124,8 @@ func Check(spec *config.CgroupIDMap, m *ebpf.Map) error {
 	return nil
 }
 
-func start(spec *config.CgroupIDMap, m Map, opts Options) (*Filler, error) {
+// start is Start for any Map, whose keys are existing.
+func start(spec *config.CgroupIDMap, m Map, existing []uint64, opts Options) (*Filler, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
 	}
@@ -146,11 +154,7 @@ func start(spec *config.CgroupIDMap, m Map, opts Options) (*Filler, error) {
 		keys:  map[uint64]struct{}{},
 		done:  make(chan struct{}),
 	}
-	// Keys already in the map (none in a fresh object) are ours to prune.
-	var k uint64
-	var v []byte
-	it := m.Iterate()
-	for n := 0; it.Next(&k, &v) && n < int(m.MaxEntries()); n++ {
+	for _, k := range existing {
 		f.keys[k] = struct{}{}
 	}
 	if err := f.Refresh(); err != nil {
