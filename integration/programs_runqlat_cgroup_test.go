@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/loader"
+	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
 // runqChild runs the workload modes of TestMatrixRunqlatCgroup in a child
@@ -116,11 +118,12 @@ func TestMatrixRunqlatCgroup(t *testing.T) {
 	denyProcs, denyPath := mkCgroup("deny")
 
 	cfg := t.TempDir()
-	obj, err := os.ReadFile(filepath.Join(repoRoot, "programs", "runqlat_cgroup.bpf.o"))
+	// From the embedded copies: the matrix VM has no source tree.
+	obj, err := fs.ReadFile(programs.FS, "runqlat_cgroup.bpf.o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := os.ReadFile(filepath.Join(repoRoot, "programs", "runqlat_cgroup.yaml"))
+	y, err := fs.ReadFile(programs.FS, "runqlat_cgroup.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
