@@ -74,12 +74,13 @@ type Filler struct {
 	log   *slog.Logger
 	value []byte // zeros, the map's value size
 
-	mu      sync.Mutex
-	keys    map[uint64]struct{} // ids in the map
-	dropped uint64              // matching cgroups not inserted: map full
-	walks   uint64
-	stop    context.CancelFunc
-	done    chan struct{}
+	mu       sync.Mutex
+	keys     map[uint64]struct{} // ids in the map
+	dropped  uint64              // matching cgroups not inserted: map full
+	lastOver uint64              // those of the last refresh, for the log
+	walks    uint64
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 // Stats are a Filler's counts: ids in the map, matching cgroups left out
@@ -253,8 +254,11 @@ func (f *Filler) Refresh() error {
 	}
 	if over > 0 {
 		f.dropped += over
-		f.log.Warn("cgroup_id_map full: matching cgroups left out", "left_out", over, "max_entries", limit)
+		if over != f.lastOver { // once per change, not every interval
+			f.log.Warn("cgroup_id_map full: matching cgroups left out", "left_out", over, "max_entries", limit)
+		}
 	}
+	f.lastOver = over
 	f.log.Debug("cgroup_id_map refreshed", "entries", len(f.keys), "matching", len(want), "complete", complete)
 	if len(errs) > 0 {
 		return fmt.Errorf("cgroup_id_map %s: %d update(s) failed, first: %w", f.spec.Name, len(errs), errs[0])
