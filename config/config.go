@@ -63,10 +63,11 @@ type Config struct {
 	// Kaddrs lists kernel symbols whose addresses are written into the
 	// object's global variable kaddr_<symbol> before loading.
 	Kaddrs []string `yaml:"kaddrs"`
-	// CgroupIDMap and Tracing are ebpf_exporter v2 keys that this exporter
-	// accepts but does not act on; see Ignored.
-	CgroupIDMap yaml.Node `yaml:"cgroup_id_map"`
-	Tracing     yaml.Node `yaml:"tracing"`
+	// CgroupIDMapNode is the cgroup_id_map section, read by CgroupIDMap.
+	CgroupIDMapNode yaml.Node `yaml:"cgroup_id_map"`
+	// Tracing is an ebpf_exporter v2 key that this exporter accepts but
+	// does not act on; see Ignored.
+	Tracing yaml.Node `yaml:"tracing"`
 	// Uprobes, USDT and PerfEvents target programs with bare "uprobe",
 	// "uretprobe", "usdt" and "perf_event" sections (see probes.go).
 	Uprobes    []Uprobe    `yaml:"uprobes"`
@@ -669,9 +670,6 @@ func child(n *yaml.Node, part string) *yaml.Node {
 // compatibility but have no effect.
 func (c *Config) Ignored() []string {
 	var keys []string
-	if !c.CgroupIDMap.IsZero() {
-		keys = append(keys, "cgroup_id_map")
-	}
 	if !c.Tracing.IsZero() {
 		keys = append(keys, "tracing")
 	}

@@ -105,6 +105,9 @@ func (c *Config) validate() error {
 	if err := c.validateAlternatives(); err != nil {
 		return err
 	}
+	if _, err := c.CgroupIDMap(); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -363,6 +363,9 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 	if err != nil {
 		return obj, nil, nil, err
 	}
+	if err := e.startCgroupIDMap(cfg, obj); err != nil {
+		return obj, nil, nil, err
+	}
 	var names []string
 	for _, m := range plan.Metrics {
 		names = append(names, m.Name)

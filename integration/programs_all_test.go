@@ -17,6 +17,7 @@ var tracepointPrograms = []string{
 	"timers", "biolatency", "runqlat",
 	"softirq", "syscalls", "packet_drops", "tcp_retransmits", "net_tx_size",
 	"oomkill", "direct_reclaim", "rcvqueue_full", "tcp_states", "exec",
+	"runqlat_cgroup", "softirq_raise",
 }
 
 // TestAllProgramsTogether starts every bundled program at once

@@ -58,6 +58,9 @@ func init() {
 //	           cache, then read it back
 //	getpids    two threads named after KERNEL_EXPORTER_IT_ARG ("secs:comm")
 //	           make getpid() calls for secs seconds (see getpidThreads)
+//	spin       a busy loop for at most KERNEL_EXPORTER_IT_ARG seconds
+//	nanosleeps KERNEL_EXPORTER_IT_ARG nanosleep(1 ms) calls on one thread
+//	           (see runqChild)
 func childMain(mode string) error {
 	for _, procs := range strings.Split(os.Getenv(childEnvCgroups), ":") {
 		if procs == "" {
@@ -96,6 +99,8 @@ func childMain(mode string) error {
 			return fmt.Errorf("getpids: bad argument %q", arg)
 		}
 		return getpidThreads(time.Duration(n)*time.Second, comm)
+	case "spin", "nanosleeps": // runqlat_cgroup's workload
+		return runqChild(mode, arg)
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
 }

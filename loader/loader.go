@@ -66,7 +66,13 @@ type Object struct {
 	Alternatives []Alternative
 	// env is what attached the programs, kept for Reattach.
 	env *attachEnv
+	// onClose runs at Close, before the maps are closed (OnClose).
+	onClose []func()
 }
+
+// OnClose registers f to run when the object is closed, before its maps
+// are: for goroutines that write into the maps (cgroupmap).
+func (o *Object) OnClose(f func()) { o.onClose = append(o.onClose, f) }
 
 // ParseObject parses a BPF ELF object (the bytes of a <name>.bpf.o) into a
 // CollectionSpec. name is used in errors only. It is safe on arbitrary
@@ -306,6 +312,10 @@ func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object,
 
 // Close detaches every link and unloads every program and map of the object.
 func (o *Object) Close() {
+	for _, f := range o.onClose {
+		f()
+	}
+	o.onClose = nil
 	for _, p := range o.Programs {
 		if p.link != nil {
 			p.link.Close()
