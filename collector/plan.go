@@ -54,6 +54,16 @@ type MetricPlan struct {
 	ValueSize int // bytes per value (per CPU for per-CPU maps)
 	PerCPU    bool
 
+	// Kind is KindCounter, KindGauge or KindHistogram (Histogram is set
+	// with the latter). Value is the integer each value holds for this
+	// metric: the whole value, or a field of a struct (plan_values.go).
+	Kind  Kind
+	Value ValueField
+	// CPULabel: a per-CPU map read per CPU (per_cpu: label). The key the
+	// labels describe is then the CPU number (4 bytes) then the map key:
+	// Labels[0] is "cpu", and KeySize and BucketOff count the 4 bytes.
+	CPULabel bool
+
 	Labels []LabelPlan // label fields, without the bucket for histograms
 	// Histogram only: the bucket field, slot → bucket index, and bounds.
 	BucketOff, BucketSize int
@@ -92,7 +102,11 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		if mp.TTL, err = p.compileTTL(path, c.Name, c.TTL); err != nil {
 			return nil, err
 		}
-		p.Metrics = append(p.Metrics, mp)
+		mps, err := p.compileValues(path, mp, KindCounter, c.Values, false, c.PerCPU, c.Help, env)
+		if err != nil {
+			return nil, err
+		}
+		p.Metrics = append(p.Metrics, mps...)
 	}
 	for i := range cfg.Metrics.Histograms {
 		h := &cfg.Metrics.Histograms[i]
@@ -131,7 +145,14 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 			return nil, cfg.Errorf(path+".bucket_max", "%d buckets, more than the limit of %d", n, config.MaxBuckets)
 		}
 		mp.Buckets = NewBuckets(h)
-		p.Metrics = append(p.Metrics, mp)
+		mps, err := p.compileValues(path, mp, KindHistogram, nil, false, h.PerCPU, h.Help, env)
+		if err != nil {
+			return nil, err
+		}
+		p.Metrics = append(p.Metrics, mps...)
+	}
+	if err := p.compileGauges(env); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -198,9 +219,6 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 		KeySize:   int(ms.KeySize),
 		ValueSize: int(ms.ValueSize),
 		PerCPU:    isPerCPU(ms.Type),
-	}
-	if ms.ValueSize != 8 {
-		return nil, cfg.Errorf(path+".name", "map %s has %d-byte values, want 8 (u64)", config.Quote(name), ms.ValueSize)
 	}
 	if !readable(ms.Type) {
 		return nil, cfg.Errorf(path+".name", "map %s has type %s, want a hash or array map", config.Quote(name), ms.Type)

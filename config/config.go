@@ -83,6 +83,7 @@ type Config struct {
 type Metrics struct {
 	Counters   []Counter   `yaml:"counters"`
 	Histograms []Histogram `yaml:"histograms"`
+	Gauges     []Gauge     `yaml:"gauges"` // see values.go
 }
 
 // Counter turns a map of key → u64 into a counter per decoded label set.
@@ -96,6 +97,9 @@ type Counter struct {
 	MaxSeries int `yaml:"max_series"`
 	// TTL expires keys idle this long (empty: never; see TTL).
 	TTL TTL `yaml:"ttl"`
+	// Values and PerCPU: see values.go.
+	Values []Value `yaml:"values"`
+	PerCPU PerCPU  `yaml:"per_cpu"`
 	// PerfEventArray and FlushInterval are ebpf_exporter keys for perf
 	// buffers; they are rejected with a clear error.
 	PerfEventArray bool   `yaml:"perf_event_array"`
@@ -128,6 +132,8 @@ type Histogram struct {
 	MaxSeries int  `yaml:"max_series"`
 	// TTL expires keys idle this long (empty: never; see TTL).
 	TTL TTL `yaml:"ttl"`
+	// PerCPU: see values.go.
+	PerCPU PerCPU `yaml:"per_cpu"`
 }
 
 // Label is one field of a map key.
@@ -363,7 +369,7 @@ func checkShape(file string, root *yaml.Node) error {
 
 // staticMapPath reports whether path (as built by checkShape, aliases
 // leaving "" elements) is that of a decoder's static_map,
-// metrics.<counters|histograms>[i].labels[j].decoders[k].static_map: only
+// metrics.<counters|histograms|gauges>[i].labels[j].decoders[k].static_map: only
 // there does Decoder.UnmarshalYAML decode the mapping in linear time. A
 // static_map key anywhere else (attach_to: {static_map: ...}) is decoded
 // by yaml.v3 and bounded like any mapping.
@@ -374,7 +380,7 @@ func staticMapPath(path []string) bool {
 			p = append(p, e)
 		}
 	}
-	return len(p) == 8 && p[0] == "metrics" && (p[1] == ".counters" || p[1] == ".histograms") &&
+	return len(p) == 8 && p[0] == "metrics" && (p[1] == ".counters" || p[1] == ".histograms" || p[1] == ".gauges") &&
 		isIndex(p[2]) && p[3] == ".labels" && isIndex(p[4]) && p[5] == ".decoders" && isIndex(p[6]) &&
 		p[7] == ".static_map"
 }
@@ -530,6 +536,10 @@ func typeNoun(goType string) string {
 		return "counter"
 	case "Histogram":
 		return "histogram"
+	case "Gauge":
+		return "gauge"
+	case "Value":
+		return "value"
 	case "Label":
 		return "label"
 	case "Decoder":
@@ -581,7 +591,7 @@ func goTypeNoun(t string) string {
 		return "a number"
 	case t == "bool":
 		return "a boolean"
-	case t == "string" || t == "config.BucketType" || t == "config.TTL":
+	case t == "string" || t == "config.BucketType" || t == "config.TTL" || t == "config.PerCPU":
 		return "a string"
 	case strings.HasPrefix(t, "config."):
 		return "a mapping"
