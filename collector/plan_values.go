@@ -140,7 +140,7 @@ func structField(st *btf.Struct, name string, valueSize int) (ValueField, error)
 	case *btf.Enum:
 		f.Size, f.Signed = int(t.Size), t.Signed
 	default:
-		return ValueField{}, fmt.Errorf("a %s, want an integer of 1, 2, 4 or 8 bytes", kindName(t))
+		return ValueField{}, fmt.Errorf("%s, want an integer of 1, 2, 4 or 8 bytes", kindName(t))
 	}
 	switch f.Size {
 	case 1, 2, 4, 8:
@@ -202,21 +202,21 @@ func memberNames(members []btf.Member) string {
 	return strings.Join(names, ", ")
 }
 
-// kindName names a BTF type's kind for an error.
+// kindName names a BTF type's kind for an error, with its article.
 func kindName(t btf.Type) string {
 	switch t.(type) {
 	case *btf.Pointer:
-		return "pointer"
+		return "a pointer"
 	case *btf.Array:
-		return "array"
+		return "an array"
 	case *btf.Struct:
-		return "struct"
+		return "a struct"
 	case *btf.Union:
-		return "union"
+		return "a union"
 	case *btf.Float:
-		return "floating-point number"
+		return "a floating-point number"
 	}
-	return "non-integer type"
+	return "not an integer"
 }
 
 // addCPULabel makes mp read a per-CPU map one CPU at a time: the collector
