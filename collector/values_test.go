@@ -360,8 +360,9 @@ func TestValuesCompileErrors(t *testing.T) {
 }
 
 // BenchmarkPerCPU reads a per-CPU hash map of 10,000 u64 counters keyed by
-// a u32, summed over the CPUs (per_cpu: sum) and by CPU (per_cpu: label);
-// ns/entry is per map entry (each holding one value per possible CPU).
+// a u32, summed over the CPUs (per_cpu: sum) and by CPU (per_cpu: label),
+// and, as the baseline, a plain hash map of the same keys (hash); ns/entry
+// is per map entry (each holding one value per possible CPU).
 func BenchmarkPerCPU(b *testing.B) {
 	const n = 10000
 	needBPF(b)
@@ -369,26 +370,33 @@ func BenchmarkPerCPU(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, mode := range []string{"sum", "label"} {
+	for _, mode := range []string{"hash", "sum", "label"} {
 		b.Run(mode, func(b *testing.B) {
-			yaml := "metrics:\n  counters:\n    - name: pc_total\n      help: h\n      max_series: 100000\n      per_cpu: " + mode +
+			perCPU := mode
+			if mode == "hash" {
+				perCPU = "sum"
+			}
+			yaml := "metrics:\n  counters:\n    - name: pc_total\n      help: h\n      max_series: 100000\n      per_cpu: " + perCPU +
 				"\n      labels:\n        - {name: k, size: 4, decoders: [{name: uint}]}\n"
 			cfg, err := config.Parse("bench.yaml", []byte(yaml))
 			if err != nil {
 				b.Fatal(err)
 			}
 			spec := &ebpf.MapSpec{Name: "pc_total", Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 8, MaxEntries: 2 * n}
+			var val any = make([]uint64, ncpu)
+			for i := range val.([]uint64) {
+				val.([]uint64)[i] = uint64(i + 1)
+			}
+			if mode == "hash" {
+				spec.Type, val = ebpf.Hash, uint64(3)
+			}
 			m, err := ebpf.NewMap(spec)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer m.Close()
-			vals := make([]uint64, ncpu)
-			for i := range vals {
-				vals[i] = uint64(i + 1)
-			}
 			for k := uint32(0); k < n; k++ {
-				if err := m.Put(k, vals); err != nil {
+				if err := m.Put(k, val); err != nil {
 					b.Fatal(err)
 				}
 			}
