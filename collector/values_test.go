@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -417,5 +418,56 @@ func BenchmarkPerCPU(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/entry")
 			b.ReportMetric(float64(ncpu), "cpus")
 		})
+	}
+}
+
+// TestTTLGauge: a gauge's idle key is deleted without carry, also when
+// its value changed at the last moment, from a per-CPU map of 4-byte
+// values (summed), by lookup-and-delete and by lookup then delete.
+func TestTTLGauge(t *testing.T) {
+	const yaml = `metrics:
+  gauges:
+    - name: depth
+      help: depth
+      ttl: 10s
+      labels:
+        - name: q
+          size: 4
+          decoders:
+            - name: uint
+`
+	ncpu, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, noLAD := range []bool{false, true} {
+		c, maps := fixture(t, yaml, &ebpf.MapSpec{Name: "depth", Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 4, MaxEntries: 8})
+		m := maps["depth"]
+		set := func(v uint32) {
+			vals := make([]uint32, ncpu)
+			for i := range vals {
+				vals[i] = v
+			}
+			if err := m.Put(uint32(1), vals); err != nil {
+				t.Fatal(err)
+			}
+		}
+		x := c.metrics[0].exp
+		x.noLookupDelete = noLAD
+		at := ttlClock(c)
+		set(5)
+		ttlWant(t, "t=0", ttlSeries(c.Read()), map[string]float64{"q=1": float64(5 * ncpu)})
+		x.beforeDelete = func([]byte) { set(8) } // moves at the last moment
+		at(10 * time.Second)
+		ttlWant(t, "t=10s", ttlSeries(c.Read()), map[string]float64{"q=1": float64(5 * ncpu)})
+		x.beforeDelete = nil
+		if ttlInMap(t, m, key(1)) || len(x.carried) != 0 {
+			t.Fatalf("key in map %v, carried %d: want deleted, none carried", ttlInMap(t, m, key(1)), len(x.carried))
+		}
+		at(11 * time.Second)
+		ttlWant(t, "t=11s", ttlSeries(c.Read()), map[string]float64{})
+		set(2) // written again: the new level, nothing added
+		at(12 * time.Second)
+		ttlWant(t, "t=12s", ttlSeries(c.Read()), map[string]float64{"q=1": float64(2 * ncpu)})
 	}
 }
