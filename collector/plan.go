@@ -6,11 +6,15 @@
 // scrape: read every map (batch lookups, reused buffers), decode each key into
 // label values through a bounded per-metric LRU cache, sum keys that decode to
 // the same label set, and emit const metrics. Concurrent scrapes of one config
-// share a single read in flight. A metric with a ttl also tracks how long
-// each key has been idle, and at the end of a complete read deletes from
-// the map the keys of series idle for ttl (expire.go); Config.StartExpiry
-// reads such a config in the background so that keys expire without
-// scrapes.
+// share a single read in flight. Each entry's value bytes go to every
+// metric of its map (several for a struct value): a metric reads its
+// ValueField from each CPU's value, and sums the CPUs or keeps each under
+// a "cpu" label (plan_values.go, percpu.go); counters and gauges add it to
+// their series, histograms to the key's bucket. A metric with a ttl also
+// tracks how long each key has been idle, and at the end of a complete read
+// deletes from the map the keys of series idle for ttl (expire.go);
+// Config.StartExpiry reads such a config in the background so that keys
+// expire without scrapes.
 package collector
 
 import (

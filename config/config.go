@@ -11,8 +11,11 @@
 // Every map key is a packed byte string. Labels consume it in order: label i
 // takes size bytes, then skips padding bytes. The sizes must add up to the
 // map's key size. Histogram keys end with a label named "bucket" holding the
-// slot number as an unsigned integer. Map values are u64 (8 bytes); per-CPU
-// maps hold one u64 per CPU and are summed.
+// slot number as an unsigned integer. A map value is an integer of 1, 2, 4
+// or 8 bytes (usually a u64), or, with values (see values.go), a struct
+// whose numeric fields each become a metric. Per-CPU maps hold one value
+// per CPU, summed unless per_cpu: label keeps a "cpu" label. Counters,
+// gauges (the value is the current level) and histograms share this.
 //
 // Errors name the file, the line where yaml.v3 gives one, the field path and
 // the offending value, e.g.
