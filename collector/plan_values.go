@@ -225,6 +225,12 @@ func kindName(t btf.Type) string {
 // (uint decoder) at bytes [0, 4) and every other offset, KeySize and
 // BucketOff move 4 bytes on.
 func (p *Plan) addCPULabel(path string, mp *MetricPlan, env *decoder.Env) error {
+	for _, l := range mp.Labels {
+		if l.Name == config.CPULabel {
+			// Validation refuses a listed one; this is one from the key's BTF.
+			return p.Config.Errorf(path+".per_cpu", "metric %s: the key already has a label %q, which per_cpu: label would add", config.Quote(mp.MapName), config.CPULabel)
+		}
+	}
 	chain, err := env.NewChain([]config.Decoder{{Name: "uint"}}, cpuKeySize, p.stackReader)
 	if err != nil {
 		return p.Config.Errorf(path+".per_cpu", "%s", config.Sanitize(err.Error()))

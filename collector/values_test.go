@@ -471,3 +471,19 @@ func TestTTLGauge(t *testing.T) {
 		ttlWant(t, "t=12s", ttlSeries(c.Read()), map[string]float64{"q=1": float64(2 * ncpu)})
 	}
 }
+
+// TestCPULabelTaken: a key label named cpu (as one inferred from a key's
+// BTF may be) and per_cpu: label clash, with an error naming the map.
+func TestCPULabelTaken(t *testing.T) {
+	cfg, err := config.Parse("test.yaml", []byte("metrics:\n  gauges:\n    - name: pcpu\n      help: h\n      per_cpu: label\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Plan{Config: cfg}
+	mp := &MetricPlan{MapName: "pcpu", Labels: []LabelPlan{{Name: "cpu", Size: 4}}}
+	err = p.addCPULabel("metrics.gauges[0]", mp, decoder.NewEnv(10))
+	want := `test.yaml:5: metrics.gauges[0].per_cpu: metric "pcpu": the key already has a label "cpu", which per_cpu: label would add`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+}
