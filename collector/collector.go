@@ -18,6 +18,7 @@ import (
 type Config struct {
 	name    string
 	metrics []*metric
+	reads   []mapRead // one per map read; see read
 
 	mu     sync.Mutex
 	flight *flight
@@ -63,6 +64,18 @@ type metric struct {
 	// expired counts the series it expired.
 	exp     *expiry
 	expired atomic.Uint64
+
+	// ncpu values of cpuSize bytes per entry (see percpu.go), and the key
+	// buffer of per_cpu: label (the CPU number, then the map key).
+	ncpu, cpuSize int
+	cpuKey        []byte
+}
+
+// mapRead is one map's read: the metrics that read it (several for a
+// struct value), indexes into Config.metrics in config order.
+type mapRead struct {
+	reader  *mapReader
+	metrics []int
 }
 
 // Limits bound what a Config keeps and exports.
@@ -86,9 +99,18 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		if m == nil {
 			return nil, errors.New("map " + mp.MapName + " missing after load")
 		}
-		r, err := newMapReader(m, mp.PerCPU)
-		if err != nil {
-			return nil, err
+		// The metrics of a struct value share their map's reader, and
+		// one read of the map serves them all.
+		var r *mapReader
+		if n := len(c.reads); n > 0 && c.metrics[c.reads[n-1].metrics[0]].MapName == mp.MapName {
+			r = c.reads[n-1].reader
+			c.reads[n-1].metrics = append(c.reads[n-1].metrics, len(c.metrics))
+		} else {
+			var err error
+			if r, err = newMapReader(m, mp.PerCPU); err != nil {
+				return nil, err
+			}
+			c.reads = append(c.reads, mapRead{reader: r, metrics: []int{len(c.metrics)}})
 		}
 		cache := int(m.MaxEntries())
 		if lim.CacheSize > 0 {
@@ -102,12 +124,14 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 			rs:         rs,
 			// max_series, else --config.max-series, else the default.
 			maxSeries: cmp.Or(mp.MaxSeries, lim.MaxSeries, config.DefaultMaxSeries),
+			ncpu:      r.ncpu,
+			cpuSize:   r.cpuSize,
 		}
 		if mp.Histogram {
 			met.native = nativeLayout(rs.upper)
 		}
 		if mp.TTL > 0 {
-			met.exp = newExpiry(mp.TTL, r)
+			met.exp = newExpiry(mp.TTL, r, met.valueSum, mp.Kind == KindGauge)
 		}
 		c.metrics = append(c.metrics, met)
 	}
@@ -161,32 +185,61 @@ func (c *Config) Read() *Snapshot {
 	return f.snap
 }
 
-// read builds every family of the config from its map.
+// read builds every family of the config from its maps: one read of each
+// map, whose entries go to every metric of the map.
 func (c *Config) read() *Snapshot {
 	start := time.Now()
 	c.lastStart.Store(start.UnixNano())
 	now := c.clock().Sub(c.base)
-	snap := &Snapshot{Config: c.name, Families: make([]*Family, 0, len(c.metrics))}
+	snap := &Snapshot{Config: c.name, Families: make([]*Family, len(c.metrics))}
 	entries, series := 0, 0
-	for i, m := range c.metrics {
-		f := &Family{Name: m.Name, Help: m.Help, Kind: KindCounter, LabelNames: m.rs.names}
-		if m.exp != nil {
-			m.exp.begin(now)
+	for _, rd := range c.reads {
+		ms := make([]*metric, len(rd.metrics))
+		for j, i := range rd.metrics {
+			m := c.metrics[i]
+			ms[j] = m
+			m.begin()
+			if m.exp != nil {
+				m.exp.begin(now)
+			}
 		}
 		var n int
-		if m.Histogram {
-			f.Kind, f.Upper, f.Native = KindHistogram, m.rs.upper, m.native
-			n = m.readHistogram(f)
+		var err error
+		if len(ms) == 1 {
+			n, err = rd.reader.eachRaw(ms[0].entry)
 		} else {
-			n = m.readCounter(f)
+			n, err = rd.reader.eachRaw(func(key, val []byte) {
+				for _, m := range ms {
+					m.entry(key, val)
+				}
+			})
 		}
 		entries += n
-		c.counted[i] = n
-		if f.Err != nil {
-			c.counted[i] = -1
+		for j, i := range rd.metrics {
+			m := ms[j]
+			f := &Family{Name: m.Name, Help: m.Help, Kind: m.Kind, LabelNames: m.rs.names}
+			if m.Histogram {
+				f.Kind, f.Upper, f.Native = KindHistogram, m.rs.upper, m.native
+			}
+			c.counted[i] = n
+			if err != nil {
+				c.counted[i] = -1
+				f.Err = err
+				m.end(false)
+			} else {
+				if m.exp != nil {
+					m.exp.eachCarried(m.rs.gen, m.carried)
+				}
+				if m.Histogram {
+					m.emitHistograms(f)
+				} else {
+					m.emitCounters(f)
+				}
+				m.end(true)
+			}
+			series += f.Len()
+			snap.Families[i] = f
 		}
-		series += f.Len()
-		snap.Families = append(snap.Families, f)
 	}
 	c.readMapHealth(c.counted, now)
 	c.lastDuration.Store(int64(time.Since(start)))
@@ -195,69 +248,12 @@ func (c *Config) read() *Snapshot {
 	return snap
 }
 
-func (m *metric) readCounter(f *Family) int {
-	m.begin()
-	n, err := m.each(func(key []byte, v uint64) {
-		if s := m.series(key); s != nil {
-			s.value += v
-		}
-	})
-	if err != nil {
-		m.end(false)
-		f.Err = err
-		return n
-	}
-	m.emitCounters(f)
-	m.end(true)
-	return n
-}
-
-// each reads every entry of the map into add. With a ttl, the entry's
-// value includes its carry, its idle state is updated, and carried keys
-// gone from the map are added too (see expire.go).
-func (m *metric) each(add func(key []byte, v uint64)) (int, error) {
-	x := m.exp
-	if x == nil {
-		return m.reader.each(add)
-	}
-	see := func(key []byte, v uint64) {
-		e, v := x.see(key, v, m.rs.gen)
-		add(key, v)
-		e.s = m.rs.keySeries
-	}
-	n, err := m.reader.each(see)
-	if err == nil {
-		x.eachCarried(m.rs.gen, see)
-	}
-	return n, err
-}
-
-func (m *metric) readHistogram(f *Family) int {
-	m.begin()
-	n, err := m.each(func(key []byte, v uint64) {
-		s := m.series(key)
-		if s == nil {
-			return
-		}
-		slot := readUint(key[m.BucketOff : m.BucketOff+m.BucketSize])
-		switch i := m.Buckets.Slot(slot); {
-		case i == -2:
-			s.sum += v
-		case i >= 0:
-			s.perBucket[i] += v
-			s.count += v
-		default:
-			s.count += v // only in +Inf
-		}
-	})
-	if err != nil {
-		m.end(false)
-		f.Err = err
-		return n
-	}
-	m.emitHistograms(f)
-	m.end(true)
-	return n
+// carried adds a key that expiry carries but the read did not find in the
+// map (value 0: see adds its carry).
+func (m *metric) carried(key []byte, v uint64) {
+	e, v := m.exp.see(key, v, m.rs.gen)
+	m.add(key, v)
+	e.s = m.rs.keySeries
 }
 
 // end finishes a read: that of the decode cache (see series.go) and, after

@@ -337,12 +337,12 @@ func TestIterateFallback(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	cs := &ebpf.CollectionSpec{Maps: map[string]*ebpf.MapSpec{
 		"ops_total": {Name: "ops_total", Type: ebpf.Hash, KeySize: 12, ValueSize: 8, MaxEntries: 1},
-		"wide":      {Name: "wide", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: 1},
+		"wide":      {Name: "wide", Type: ebpf.Hash, KeySize: 8, ValueSize: 12, MaxEntries: 1},
 	}}
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"key size", counterYAML, `test.yaml:5: metrics.counters[0].labels: label sizes add up to 8 bytes, but map "ops_total" has 12-byte keys`},
 		{"missing map", strings.Replace(counterYAML, "ops_total", "nope_total", 1), `test.yaml:3: metrics.counters[0].name: map "nope_total" not found in  (maps: ops_total, wide)`},
-		{"value size", strings.Replace(counterYAML, "ops_total", "wide", 1), `test.yaml:3: metrics.counters[0].name: map "wide" has 4-byte values, want 8 (u64)`},
+		{"value size", strings.Replace(counterYAML, "ops_total", "wide", 1), `test.yaml:3: metrics.counters[0].name: map "wide" has 12-byte values, want an integer of 1, 2, 4 or 8 bytes (or a struct, with values:)`},
 		{"unknown decoder", strings.Replace(counterYAML, "name: static_map", "name: nope", 1),
 			`test.yaml:10: metrics.counters[0].labels[0].decoders[1].name: unknown decoder "nope" (known: cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, majorminor, regexp, static_map, string, syscall, uint)`},
 		{"bad regexp", strings.Replace(counterYAML, "            - name: uint\n", "            - name: regexp\n              regexps: ['a(']\n", 2),

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 )
 
 // Series lifetime (a metric's ttl).
@@ -59,6 +58,14 @@ import (
 // between the two are lost. The bound: the increments a key idle for ttl
 // receives in the microseconds between two syscalls.
 
+// # Gauges
+//
+// A gauge's key is idle when its value has not changed for ttl, and is
+// then deleted with nothing carried: a gauge's value is a level (a queue
+// depth, a timestamp), not a total that must never go down. A value that
+// changed between the read and the deletion is lost until the program
+// writes the key again; the series leaves /metrics meanwhile.
+
 // MinExpiryInterval is the shortest time between two background reads of a
 // config with ttl metrics (see Config.StartExpiry).
 const MinExpiryInterval = time.Second
@@ -84,6 +91,12 @@ type expiry struct {
 	now              time.Duration
 	noLookupDelete   bool // the kernel lacks lookup-and-delete for the map
 	warned           bool // a deletion error was logged
+	// sum reads the metric's value from a value's bytes (summed over
+	// CPUs), into val; noCarry (gauges) deletes without carrying: a
+	// gauge's value is a level, not a running total (see below).
+	sum     func(val []byte) uint64
+	val     []byte
+	noCarry bool
 
 	// beforeDelete, when set (tests), runs before each deletion.
 	beforeDelete func(key []byte)
@@ -100,8 +113,9 @@ type idleKey struct {
 	s     *series // its series in that read; nil when none is exported
 }
 
-func newExpiry(ttl time.Duration, r *mapReader) *expiry {
-	return &expiry{ttl: ttl, m: r.m, ncpu: r.ncpu, perCPU: r.perCPU, index: newKeyIndex(r.keySize, 0)}
+func newExpiry(ttl time.Duration, r *mapReader, sum func([]byte) uint64, noCarry bool) *expiry {
+	return &expiry{ttl: ttl, m: r.m, ncpu: r.ncpu, perCPU: r.perCPU, index: newKeyIndex(r.keySize, 0),
+		sum: sum, val: make([]byte, r.stride), noCarry: noCarry}
 }
 
 // begin starts a read at now (time since the Config's base).
@@ -234,7 +248,7 @@ func (m *metric) expire() int {
 	counted := map[*series]bool{}
 	for _, i := range dels {
 		e := &x.ents[i]
-		if e.s != nil && e.s.busy == gen {
+		if e.s != nil && e.s.busy == gen && !x.noCarry {
 			// Another key of the series stays (it moved at the last
 			// moment): keep this one's value too, or the series would
 			// go down.
@@ -313,6 +327,9 @@ func (x *expiry) delete(m *metric, i int32) deleteResult {
 		}
 		return delKept
 	}
+	if x.noCarry {
+		return delDone
+	}
 	if total := v + e.carry; total != e.last && err == nil {
 		x.carry(i, total)
 		return delCarried
@@ -320,37 +337,26 @@ func (x *expiry) delete(m *metric, i int32) deleteResult {
 	return delDone
 }
 
-// lookupAndDelete deletes key from the map and returns the value it held,
-// summed over CPUs, with BPF_MAP_LOOKUP_AND_DELETE_ELEM, or with a lookup
-// and a delete where the kernel lacks it (before Linux 5.14).
+// lookupAndDelete deletes key from the map and returns the value it held
+// (the metric's field, summed over CPUs), with
+// BPF_MAP_LOOKUP_AND_DELETE_ELEM, or with a lookup and a delete where the
+// kernel lacks it (before Linux 5.14).
 func (x *expiry) lookupAndDelete(key []byte) (uint64, error) {
-	vals := make([]uint64, x.ncpu)
-	var out any = &vals[0]
-	if x.perCPU {
-		out = vals
-	}
+	clear(x.val)
 	if !x.noLookupDelete {
-		err := x.m.LookupAndDelete(key, out)
-		if !errors.Is(err, ebpf.ErrNotSupported) && !errors.Is(err, unix.EINVAL) {
-			return sumCPU(vals), err
+		err := lookupRaw(x.m, bpfMapLookupAndDeleteElem, key, x.val)
+		if !isNoLookupDelete(err) {
+			return x.sum(x.val), err
 		}
 		x.noLookupDelete = true
 	}
-	if err := x.m.Lookup(key, out); err != nil {
+	if err := lookupRaw(x.m, bpfMapLookupElem, key, x.val); err != nil {
 		return 0, err
 	}
 	if err := x.m.Delete(key); err != nil {
 		return 0, err
 	}
-	return sumCPU(vals), nil
-}
-
-func sumCPU(vals []uint64) uint64 {
-	var v uint64
-	for _, x := range vals {
-		v += x
-	}
-	return v
+	return x.sum(x.val), nil
 }
 
 // ExpiryInterval returns how often the config must be read for its ttls:

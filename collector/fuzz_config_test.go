@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
@@ -73,6 +75,9 @@ func FuzzConfig(f *testing.F) {
 		"a0: &a [x, x, x]\na1: &b [*a, *a, *a]\nmetrics: *b\n",
 		"metrics:\n  counters:\n  - name: c_total\n    help: h\n    labels:\n    - {name: s, size: 4, decoders: [{name: uint}, {name: static_map, static_map: {1: a, 2: b}}]}\nattach_to: {p: 'not a function'}\n",
 		"\x7fELF\x02\x01\x01\x00\xff\xfe",
+		"metrics: {gauges: [{name: g, help: h, signed: true, per_cpu: label, labels: [{name: k, size: 4, decoders: [{name: uint}]}]}]}\n",
+		"metrics: {counters: [{name: flows, help: h, per_cpu: label, labels: [{name: k, size: 4, decoders: [{name: uint}]}], values: [{field: f0, name: a_total}, {field: f3, name: b_total}, {field: nope, name: c_total}]}]}\n",
+		"metrics: {gauges: [{name: flows, help: h, values: [{field: f1, name: a}, {field: f2, name: b}]}], histograms: [{name: h_seconds, help: h, per_cpu: label, bucket_type: exp2, bucket_max: 3, labels: [{name: bucket, size: 4}]}]}\n",
 	} {
 		f.Add([]byte(s), int16(0))
 	}
@@ -88,10 +93,34 @@ func FuzzConfig(f *testing.F) {
 			if ks < 0 {
 				ks = -ks
 			}
-			spec.Maps[name] = &ebpf.MapSpec{Name: name, Type: ebpf.Hash, KeySize: uint32(ks), ValueSize: 8, MaxEntries: 1}
+			// delta's bits 2 and 3 choose a per-CPU map and a value
+			// struct (fields f0..f4 of 1, 2, 4, 8 and 3 bytes, packed, so
+			// that some are unaligned or not integers).
+			ms := &ebpf.MapSpec{Name: name, Type: ebpf.Hash, KeySize: uint32(ks), ValueSize: 8, MaxEntries: 1}
+			if delta&4 != 0 {
+				ms.Type = ebpf.PerCPUHash
+			}
+			if delta&8 != 0 {
+				st := &btf.Struct{Name: "v"}
+				off := 0
+				for i, size := range []int{1, 2, 4, 8, 3} {
+					var typ btf.Type = &btf.Int{Size: uint32(size)}
+					if size == 3 {
+						typ = &btf.Array{Type: &btf.Int{Size: 1}, Nelems: 3}
+					}
+					st.Members = append(st.Members, btf.Member{Name: fmt.Sprintf("f%d", i), Type: typ, Offset: btf.Bits(8 * off)})
+					off += size
+				}
+				st.Size = uint32(off)
+				ms.Value, ms.ValueSize = st, uint32(off)
+			}
+			spec.Maps[name] = ms
 		}
 		for _, c := range cfg.Metrics.Counters {
 			add(c.Name, c.Labels)
+		}
+		for _, g := range cfg.Metrics.Gauges {
+			add(g.Name, g.Labels)
 		}
 		for _, h := range cfg.Metrics.Histograms {
 			add(h.Name, h.Labels)
@@ -105,6 +134,13 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		for _, mp := range plan.Metrics {
+			v := mp.Value
+			if v.Off < 0 || (v.Size != 1 && v.Size != 2 && v.Size != 4 && v.Size != 8) || v.Off+v.Size > mp.ValueSize {
+				t.Fatalf("%s: value field %+v outside the %d-byte value", mp.Name, v, mp.ValueSize)
+			}
+			if mp.CPULabel && (!mp.PerCPU || mp.Labels[0].Name != config.CPULabel) {
+				t.Fatalf("%s: cpu label on a %v map, labels %v", mp.Name, mp.PerCPU, mp.Labels)
+			}
 			key := make([]byte, mp.KeySize)
 			for _, l := range mp.Labels {
 				if l.Off < 0 || l.Size <= 0 || l.Off+l.Size > mp.KeySize {

@@ -6,11 +6,15 @@
 // scrape: read every map (batch lookups, reused buffers), decode each key into
 // label values through a bounded per-metric LRU cache, sum keys that decode to
 // the same label set, and emit const metrics. Concurrent scrapes of one config
-// share a single read in flight. A metric with a ttl also tracks how long
-// each key has been idle, and at the end of a complete read deletes from
-// the map the keys of series idle for ttl (expire.go); Config.StartExpiry
-// reads such a config in the background so that keys expire without
-// scrapes.
+// share a single read in flight. Each entry's value bytes go to every
+// metric of its map (several for a struct value): a metric reads its
+// ValueField from each CPU's value, and sums the CPUs or keeps each under
+// a "cpu" label (plan_values.go, percpu.go); counters and gauges add it to
+// their series, histograms to the key's bucket. A metric with a ttl also
+// tracks how long each key has been idle, and at the end of a complete read
+// deletes from the map the keys of series idle for ttl (expire.go);
+// Config.StartExpiry reads such a config in the background so that keys
+// expire without scrapes.
 package collector
 
 import (
@@ -57,6 +61,16 @@ type MetricPlan struct {
 	// map's key (see resolveLabels), false when the config lists them.
 	Inferred bool
 
+	// Kind is KindCounter, KindGauge or KindHistogram (Histogram is set
+	// with the latter). Value is the integer each value holds for this
+	// metric: the whole value, or a field of a struct (plan_values.go).
+	Kind  Kind
+	Value ValueField
+	// CPULabel: a per-CPU map read per CPU (per_cpu: label). The key the
+	// labels describe is then the CPU number (4 bytes) then the map key:
+	// Labels[0] is "cpu", and KeySize and BucketOff count the 4 bytes.
+	CPULabel bool
+
 	Labels []LabelPlan // label fields, without the bucket for histograms
 	// Histogram only: the bucket field, slot → bucket index, and bounds.
 	BucketOff, BucketSize int
@@ -100,7 +114,11 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		if mp.TTL, err = p.compileTTL(path, c.Name, c.TTL); err != nil {
 			return nil, err
 		}
-		p.Metrics = append(p.Metrics, mp)
+		mps, err := p.compileValues(path, mp, KindCounter, c.Values, false, c.PerCPU, c.Help, env)
+		if err != nil {
+			return nil, err
+		}
+		p.Metrics = append(p.Metrics, mps...)
 	}
 	for i := range cfg.Metrics.Histograms {
 		h := &cfg.Metrics.Histograms[i]
@@ -144,7 +162,14 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 			return nil, cfg.Errorf(path+".bucket_max", "%d buckets, more than the limit of %d", n, config.MaxBuckets)
 		}
 		mp.Buckets = NewBuckets(h)
-		p.Metrics = append(p.Metrics, mp)
+		mps, err := p.compileValues(path, mp, KindHistogram, nil, false, h.PerCPU, h.Help, env)
+		if err != nil {
+			return nil, err
+		}
+		p.Metrics = append(p.Metrics, mps...)
+	}
+	if err := p.compileGauges(env); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -211,9 +236,6 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 		KeySize:   int(ms.KeySize),
 		ValueSize: int(ms.ValueSize),
 		PerCPU:    isPerCPU(ms.Type),
-	}
-	if ms.ValueSize != 8 {
-		return nil, cfg.Errorf(path+".name", "map %s has %d-byte values, want 8 (u64)", config.Quote(name), ms.ValueSize)
 	}
 	if !readable(ms.Type) {
 		return nil, cfg.Errorf(path+".name", "map %s has type %s, want a hash or array map", config.Quote(name), ms.Type)

@@ -411,7 +411,7 @@ func (m *metric) emitCounters(f *Family) {
 	f.series = rs.active
 	f.values = make([]float64, len(rs.active))
 	for i, s := range rs.active {
-		f.values[i] = float64(s.value)
+		f.values[i] = m.number(s.value)
 	}
 }
 

@@ -13,8 +13,12 @@
 // map's key size. Histogram keys end with a label named "bucket" holding the
 // slot number as an unsigned integer. A metric that lists no labels, or
 // only names with decoders (overrides), gets that list from the BTF type of
-// its map's key instead (btf_labels.go), then compiles the same way. Map values are u64 (8 bytes); per-CPU
-// maps hold one u64 per CPU and are summed.
+// its map's key instead (btf_labels.go), then compiles the same way. A map
+// value is an integer of 1, 2, 4 or 8 bytes (usually a u64), or, with
+// values (see values.go), a struct whose numeric fields each become a
+// metric. Per-CPU maps hold one value per CPU, summed unless per_cpu: label
+// keeps a "cpu" label. Counters, gauges (the value is the current level)
+// and histograms share this.
 //
 // Errors name the file, the line where yaml.v3 gives one, the field path and
 // the offending value, e.g.
@@ -89,6 +93,7 @@ type Config struct {
 type Metrics struct {
 	Counters   []Counter   `yaml:"counters"`
 	Histograms []Histogram `yaml:"histograms"`
+	Gauges     []Gauge     `yaml:"gauges"` // see values.go
 }
 
 // Counter turns a map of key → u64 into a counter per decoded label set.
@@ -102,6 +107,9 @@ type Counter struct {
 	MaxSeries int `yaml:"max_series"`
 	// TTL expires keys idle this long (empty: never; see TTL).
 	TTL TTL `yaml:"ttl"`
+	// Values and PerCPU: see values.go.
+	Values []Value `yaml:"values"`
+	PerCPU PerCPU  `yaml:"per_cpu"`
 	// PerfEventArray and FlushInterval are ebpf_exporter keys for perf
 	// buffers; they are rejected with a clear error.
 	PerfEventArray bool   `yaml:"perf_event_array"`
@@ -134,6 +142,8 @@ type Histogram struct {
 	MaxSeries int  `yaml:"max_series"`
 	// TTL expires keys idle this long (empty: never; see TTL).
 	TTL TTL `yaml:"ttl"`
+	// PerCPU: see values.go.
+	PerCPU PerCPU `yaml:"per_cpu"`
 }
 
 // Label is one field of a map key.
@@ -371,7 +381,7 @@ func checkShape(file string, root *yaml.Node) error {
 
 // staticMapPath reports whether path (as built by checkShape, aliases
 // leaving "" elements) is that of a decoder's static_map,
-// metrics.<counters|histograms>[i].labels[j].decoders[k].static_map: only
+// metrics.<counters|histograms|gauges>[i].labels[j].decoders[k].static_map: only
 // there does Decoder.UnmarshalYAML decode the mapping in linear time. A
 // static_map key anywhere else (attach_to: {static_map: ...}) is decoded
 // by yaml.v3 and bounded like any mapping.
@@ -382,7 +392,7 @@ func staticMapPath(path []string) bool {
 			p = append(p, e)
 		}
 	}
-	return len(p) == 8 && p[0] == "metrics" && (p[1] == ".counters" || p[1] == ".histograms") &&
+	return len(p) == 8 && p[0] == "metrics" && (p[1] == ".counters" || p[1] == ".histograms" || p[1] == ".gauges") &&
 		isIndex(p[2]) && p[3] == ".labels" && isIndex(p[4]) && p[5] == ".decoders" && isIndex(p[6]) &&
 		p[7] == ".static_map"
 }
@@ -538,6 +548,10 @@ func typeNoun(goType string) string {
 		return "counter"
 	case "Histogram":
 		return "histogram"
+	case "Gauge":
+		return "gauge"
+	case "Value":
+		return "value"
 	case "Label":
 		return "label"
 	case "Decoder":
@@ -589,7 +603,7 @@ func goTypeNoun(t string) string {
 		return "a number"
 	case t == "bool":
 		return "a boolean"
-	case t == "string" || t == "config.BucketType" || t == "config.TTL":
+	case t == "string" || t == "config.BucketType" || t == "config.TTL" || t == "config.PerCPU":
 		return "a string"
 	case strings.HasPrefix(t, "config."):
 		return "a mapping"

@@ -27,7 +27,8 @@ const (
 	MaxNameLen = 128
 	// MaxHelp bounds a metric's help text, in bytes.
 	MaxHelp = 1024
-	// MaxMetrics bounds the counters plus histograms of one config.
+	// MaxMetrics bounds the metrics of one config: counters, gauges and
+	// histograms, each value of a struct value counting as one.
 	MaxMetrics = 256
 	// MaxLabels bounds the labels of one metric (the bucket label included).
 	MaxLabels = 32

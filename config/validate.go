@@ -37,9 +37,9 @@ func (c *Config) validate() error {
 	if c.Namespace != "" && !metricNameRe.MatchString(c.Namespace) {
 		return c.Errorf("namespace", "invalid metric namespace %s", Quote(c.Namespace))
 	}
-	n := len(c.Metrics.Counters) + len(c.Metrics.Histograms)
+	n := c.Metrics.metricCount()
 	if n == 0 {
-		return c.Errorf("metrics", "no counters or histograms defined")
+		return c.Errorf("metrics", "no counters, gauges or histograms defined")
 	}
 	if n > MaxMetrics {
 		return c.Errorf("metrics", "%d metrics, more than the limit of %d", n, MaxMetrics)
@@ -73,7 +73,14 @@ func (c *Config) validate() error {
 	budget := &decoderBudget{regexps: MaxRegexpsTotal, regexpCost: MaxRegexpCostTotal, staticMap: MaxStaticMapTotal}
 	for i, m := range c.Metrics.Counters {
 		path := fmt.Sprintf("metrics.counters[%d]", i)
-		if err := checkName(path, m.Name, m.Help); err != nil {
+		if len(m.Values) > 0 {
+			if err := c.checkMapName(path, m.Name, m.Help); err != nil {
+				return err
+			}
+		} else if err := checkName(path, m.Name, m.Help); err != nil {
+			return err
+		}
+		if err := c.validateValues(path, m.Name, m.Values, m.PerCPU, m.Labels, m.TTL, checkName); err != nil {
 			return err
 		}
 		if m.PerfEventArray {
@@ -98,6 +105,12 @@ func (c *Config) validate() error {
 		if err := c.validateHistogram(path, h, budget); err != nil {
 			return err
 		}
+		if err := c.validatePerCPU(path, h.Name, h.PerCPU, h.Labels, h.TTL); err != nil {
+			return err
+		}
+	}
+	if err := c.validateGauges(budget, checkName); err != nil {
+		return err
 	}
 	if err := c.validateProbes(); err != nil {
 		return err

@@ -41,18 +41,29 @@ func ProgramMetrics() (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		type named struct {
+			Name   string
+			Values []struct{ Name string } `yaml:"values"`
+		}
 		var c struct {
 			Metrics struct {
-				Counters   []struct{ Name string } `yaml:"counters"`
-				Histograms []struct{ Name string } `yaml:"histograms"`
+				Counters   []named `yaml:"counters"`
+				Gauges     []named `yaml:"gauges"`
+				Histograms []named `yaml:"histograms"`
 			} `yaml:"metrics"`
 		}
 		if err := yaml.Unmarshal(b, &c); err != nil {
 			return nil, fmt.Errorf("programs/%s: %w", n, err)
 		}
 		prog := strings.TrimSuffix(n, ".yaml")
-		for _, m := range c.Metrics.Counters {
-			out["kernel_"+m.Name] = prog
+		// A metric with values exports one metric per value, named there.
+		for _, m := range append(c.Metrics.Counters, c.Metrics.Gauges...) {
+			if len(m.Values) == 0 {
+				out["kernel_"+m.Name] = prog
+			}
+			for _, v := range m.Values {
+				out["kernel_"+v.Name] = prog
+			}
 		}
 		for _, m := range c.Metrics.Histograms {
 			for _, s := range []string{"_bucket", "_sum", "_count"} {

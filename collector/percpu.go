@@ -1,0 +1,129 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Per-CPU values and value fields.
+//
+// A map read hands each entry's value bytes to every metric of the map
+// (several for a struct value, see plan_values.go): ncpu values of cpuSize
+// bytes for a per-CPU map (each CPU's value padded to 8 bytes), one value
+// otherwise. A metric reads its ValueField from each, and either adds the
+// CPUs up (per_cpu: sum, the default) or hands each CPU's value to the
+// series of the key prefixed with the CPU number (per_cpu: label).
+
+// valueSum returns the metric's field summed over the value's CPUs
+// (wrapping, so signed fields add up as int64).
+func (m *metric) valueSum(val []byte) uint64 {
+	var v uint64
+	for c := 0; c+m.Value.Off+m.Value.Size <= len(val) && c < m.cpuSize*m.ncpu; c += m.cpuSize {
+		v += m.Value.read(val[c:])
+	}
+	return v
+}
+
+// entry adds one map entry to the read in flight.
+func (m *metric) entry(key, val []byte) {
+	if !m.CPULabel {
+		v := m.valueSum(val)
+		if x := m.exp; x != nil {
+			e, v := x.see(key, v, m.rs.gen)
+			m.add(key, v)
+			e.s = m.rs.keySeries
+			return
+		}
+		m.add(key, v)
+		return
+	}
+	k := m.cpuKey
+	if len(k) != cpuKeySize+len(key) {
+		k = make([]byte, cpuKeySize+len(key))
+		m.cpuKey = k
+	}
+	copy(k[cpuKeySize:], key)
+	for c := 0; c < m.ncpu && (c+1)*m.cpuSize <= len(val); c++ {
+		nativeEndian.PutUint32(k, uint32(c))
+		m.add(k, m.Value.read(val[c*m.cpuSize:]))
+	}
+}
+
+// add adds value v of key (with its CPU prefix under per_cpu: label) to
+// its series.
+func (m *metric) add(key []byte, v uint64) {
+	s := m.series(key)
+	if s == nil {
+		return
+	}
+	if !m.Histogram {
+		s.value += v
+		return
+	}
+	slot := readUint(key[m.BucketOff : m.BucketOff+m.BucketSize])
+	switch i := m.Buckets.Slot(slot); {
+	case i == -2:
+		s.sum += v
+	case i >= 0:
+		s.perBucket[i] += v
+		s.count += v
+	default:
+		s.count += v // only in +Inf
+	}
+}
+
+// number returns a counter or gauge total as the metric's value: signed
+// fields are two's complement.
+func (m *metric) number(v uint64) float64 {
+	if m.Value.Signed {
+		return float64(int64(v))
+	}
+	return float64(v)
+}
+
+// BPF commands on one element (include/uapi/linux/bpf.h).
+const (
+	bpfMapLookupElem          = 1
+	bpfMapLookupAndDeleteElem = 21 // Linux 4.20 for queues, 5.14 for hash maps
+)
+
+// bpfElemAttr is the element part of union bpf_attr.
+type bpfElemAttr struct {
+	MapFD uint32
+	_     uint32
+	Key   unsafe.Pointer
+	Value unsafe.Pointer
+	Flags uint64
+}
+
+// errNoLookupDelete: the kernel has no lookup-and-delete for the map type.
+var errNoLookupDelete = fmt.Errorf("lookup and delete: %w", ebpf.ErrNotSupported)
+
+// lookupRaw looks key up (cmd bpfMapLookupElem) or looks it up and
+// deletes it (bpfMapLookupAndDeleteElem), copying the value into val in
+// the kernel's layout (per-CPU values padded to 8 bytes each). val must
+// hold the whole value. A missing key is ebpf.ErrKeyNotExist; a kernel
+// without the command for the map type, errNoLookupDelete.
+func lookupRaw(m *ebpf.Map, cmd uintptr, key, val []byte) error {
+	attr := bpfElemAttr{MapFD: uint32(m.FD()), Key: unsafe.Pointer(&key[0]), Value: unsafe.Pointer(&val[0])}
+	_, _, errno := unix.Syscall(unix.SYS_BPF, cmd, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	switch errno {
+	case 0:
+		return nil
+	case unix.ENOENT:
+		return fmt.Errorf("lookup %s: %w", m, ebpf.ErrKeyNotExist)
+	case unix.EINVAL, unix.EOPNOTSUPP, unix.Errno(524): // 524: ENOTSUPP
+		if cmd == bpfMapLookupAndDeleteElem {
+			return errNoLookupDelete
+		}
+	}
+	return fmt.Errorf("lookup %s: %w", m, errno)
+}
+
+// isNoLookupDelete reports whether err says the kernel lacks
+// lookup-and-delete for the map.
+func isNoLookupDelete(err error) bool { return errors.Is(err, errNoLookupDelete) }
