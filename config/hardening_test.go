@@ -240,9 +240,12 @@ func TestHardening06ConfigLargeMapping(t *testing.T) {
 		{"static_map outside a decoder", elsewhere.String(), "attach_to.static_map: a mapping of 5000 entries, more than the limit of 4096"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// A guard against the minutes the quadratic decode took,
+			// far above any machine's load; not a performance figure
+			// (BenchmarkStaticMapParse gives those).
 			start := time.Now()
 			_, err := Parse("bad.yaml", []byte(tc.yaml))
-			if d := time.Since(start); d > 2*time.Second {
+			if d := time.Since(start); d > 30*time.Second {
 				t.Errorf("took %v", d)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
