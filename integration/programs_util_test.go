@@ -58,6 +58,9 @@ func init() {
 //	           cache, then read it back
 //	getpids    two threads named after KERNEL_EXPORTER_IT_ARG ("secs:comm")
 //	           make getpid() calls for secs seconds (see getpidThreads)
+//	accept     a thread named after KERNEL_EXPORTER_IT_ARG ("comm:n4:n")
+//	           accepts n4 connections with accept4() on inherited fd 3,
+//	           then n with accept() on fd 4 (see acceptN)
 func childMain(mode string) error {
 	for _, procs := range strings.Split(os.Getenv(childEnvCgroups), ":") {
 		if procs == "" {
@@ -96,6 +99,8 @@ func childMain(mode string) error {
 			return fmt.Errorf("getpids: bad argument %q", arg)
 		}
 		return getpidThreads(time.Duration(n)*time.Second, comm)
+	case "accept":
+		return acceptN(arg)
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
 }
