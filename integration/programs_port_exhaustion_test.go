@@ -186,4 +186,3 @@ func TestMatrixPortExhaustion(t *testing.T) {
 		})
 	}
 }
-
