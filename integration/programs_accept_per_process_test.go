@@ -21,6 +21,27 @@ import (
 // that number: the pid is the child's own, so nothing else on the machine
 // can add to it.
 func TestProgramAcceptPerProcess(t *testing.T) {
+	e := Start(t, "--programs=accept_per_process")
+	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", "accept_per_process")); v != 1 {
+		t.Fatalf("config_up{config=accept_per_process} = %v, want 1\n%s", v, e.Logs())
+	}
+	checkAcceptPerProcess(t, e)
+}
+
+// TestMatrixAcceptPerProcess is TestProgramAcceptPerProcess as a row of the
+// kernel matrix (make test-kernels runs only TestMatrix* tests), so that
+// each kernel of the matrix reports it.
+func TestMatrixAcceptPerProcess(t *testing.T) {
+	r := matrixReport(t, "accept_per_process", "default")
+	e := Start(t, "--programs=accept_per_process")
+	checkChoice(t, e, "accept_per_process", "tracepoint", r)
+	r.result = "moved: " + checkAcceptPerProcess(t, e)
+}
+
+// checkAcceptPerProcess runs the workload of TestProgramAcceptPerProcess
+// against e and checks the counts; it returns a summary.
+func checkAcceptPerProcess(t *testing.T, e *Exporter) string {
+	t.Helper()
 	const metric = "kernel_accepted_connections_total"
 	l4 := listenSocket(t, unix.AF_INET, loopback4(0))
 	l6 := listenSocket(t, unix.AF_INET6, loopback6(0))
@@ -31,11 +52,6 @@ func TestProgramAcceptPerProcess(t *testing.T) {
 	p6, err := localPort(l6)
 	if err != nil {
 		t.Fatal(err)
-	}
-
-	e := Start(t, "--programs=accept_per_process")
-	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", "accept_per_process")); v != 1 {
-		t.Fatalf("config_up{config=accept_per_process} = %v, want 1\n%s", v, e.Logs())
 	}
 
 	type child struct {
@@ -83,6 +99,7 @@ func TestProgramAcceptPerProcess(t *testing.T) {
 	}
 
 	ms := e.Scrape()
+	var summary []string
 	for _, c := range children {
 		pid := strconv.Itoa(c.pid)
 		for _, s := range []struct {
@@ -95,12 +112,14 @@ func TestProgramAcceptPerProcess(t *testing.T) {
 				t.Errorf("%s%v = %v, want exactly %d\n%s", metric, lbl, v, s.want, ms.seriesDump(metric))
 			} else {
 				t.Logf("%s%v = %v", metric, lbl, v)
+				summary = append(summary, fmt.Sprintf("%s %v", s.family, v))
 			}
 		}
 		if n := ms.Series(metric, L("pid", pid)); n != 2 {
 			t.Errorf("pid %s has %d series, want 2 (one per listener)\n%s", pid, n, ms.seriesDump(metric))
 		}
 	}
+	return "2 processes accepted " + strings.Join(summary, ", ")
 }
 
 // listenSocket opens a TCP listener of family bound to bind, closed at test

@@ -4,6 +4,7 @@ import (
 	encbin "encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,20 @@ func serveDNS(fd int, delay time.Duration, wg *sync.WaitGroup) {
 // the rest of the machine, counted under the same rcodes, is not that slow
 // in practice; everything else is checked as a lower bound.
 func TestProgramDNSLatency(t *testing.T) {
+	checkDNSLatency(t, nil)
+}
+
+// TestMatrixDNSLatency is TestProgramDNSLatency as a row of the kernel
+// matrix (make test-kernels runs only TestMatrix* tests).
+func TestMatrixDNSLatency(t *testing.T) {
+	r := matrixReport(t, "dns_latency", "default")
+	r.result = "moved: " + checkDNSLatency(t, r)
+}
+
+// checkDNSLatency runs TestProgramDNSLatency's workload and checks; with r
+// set it records the attach kinds there. It returns a summary.
+func checkDNSLatency(t *testing.T, r *matrixRow) string {
+	t.Helper()
 	const (
 		n       = 8
 		delay   = 300 * time.Millisecond
@@ -97,6 +112,9 @@ func TestProgramDNSLatency(t *testing.T) {
 	})
 
 	e := Start(t, "--programs=dns_latency")
+	if r != nil {
+		checkChoice(t, e, "dns_latency", "tracepoint", r)
+	}
 	before := e.Scrape()
 	if v := before.Value("kernel_exporter_config_up", L("config", "dns_latency")); v != 1 {
 		t.Fatalf("config_up{config=dns_latency} = %v, want 1\n%s", v, e.Logs())
@@ -138,6 +156,7 @@ func TestProgramDNSLatency(t *testing.T) {
 	t.Logf("%d queries answered in %v", len(clients), time.Since(start))
 	after := e.Scrape()
 
+	var summary []string
 	for _, rcode := range []string{"NOERROR", "NXDOMAIN"} {
 		lbl := L("rcode", rcode)
 		c0, s0, lo0 := before.Hist(hist, lbl, loLE)
@@ -149,6 +168,7 @@ func TestProgramDNSLatency(t *testing.T) {
 		}
 		band := (hi1 - max(hi0, 0)) - (lo1 - max(lo0, 0))
 		t.Logf("%s{rcode=%s}: count +%d, sum +%.3fs, %d in (%v, %v]", hist, rcode, c1-c0, s1-s0, band, loLE, hiLE)
+		summary = append(summary, fmt.Sprintf("%s %d (%d in 268-537 ms)", rcode, c1-c0, band))
 		if band != n {
 			t.Errorf("%s{rcode=%s}: %d observations in (%vs, %vs], want exactly %d\n%s", hist, rcode, band, loLE, hiLE, n, after.seriesDump(hist))
 		}
@@ -159,4 +179,5 @@ func TestProgramDNSLatency(t *testing.T) {
 	if d := after.Value(queries, L("family", "inet")) - before.Value(queries, L("family", "inet")); d < 2*n {
 		t.Errorf("%s{family=inet} moved by %v, want >= %d\n%s", queries, d, 2*n, after.seriesDump(queries))
 	}
+	return strings.Join(summary, ", ")
 }
