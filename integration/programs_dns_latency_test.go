@@ -60,9 +60,11 @@ func serveDNS(fd int, delay time.Duration, wg *sync.WaitGroup) {
 // ids and NXDOMAIN to odd ones, and sends it 8 + 8 queries at once from
 // 16 UDP sockets (half with sendto/recvfrom, half with write/read on a
 // connected socket). The latency histogram must have exactly 8 of each
-// rcode in the bucket (2^28, 2^29] ns = (268 ms, 537 ms]: DNS traffic of
-// the rest of the machine, counted under the same rcodes, is not that slow
-// in practice; everything else is checked as a lower bound.
+// rcode in the buckets (2^28, 2^31] ns = (268 ms, 2.1 s] (the upper end
+// leaves room for the matrix's emulated guest, where 16 concurrent
+// queries take up to 0.8 s): DNS traffic of the rest of the machine,
+// counted under the same rcodes, is not that slow in practice; everything
+// else is checked as a lower bound.
 func TestProgramDNSLatency(t *testing.T) {
 	checkDNSLatency(t, nil)
 }
@@ -84,7 +86,7 @@ func checkDNSLatency(t *testing.T, r *matrixRow) string {
 		hist    = "kernel_dns_query_latency_seconds"
 		queries = "kernel_dns_queries_total"
 		loLE    = 0.268435456 // 2^28 ns
-		hiLE    = 0.536870912 // 2^29 ns
+		hiLE    = 2.147483648 // 2^31 ns
 	)
 	ns := newThreadNetns(t)
 	var server int
@@ -168,7 +170,7 @@ func checkDNSLatency(t *testing.T, r *matrixRow) string {
 		}
 		band := (hi1 - max(hi0, 0)) - (lo1 - max(lo0, 0))
 		t.Logf("%s{rcode=%s}: count +%d, sum +%.3fs, %d in (%v, %v]", hist, rcode, c1-c0, s1-s0, band, loLE, hiLE)
-		summary = append(summary, fmt.Sprintf("%s %d (%d in 268-537 ms)", rcode, c1-c0, band))
+		summary = append(summary, fmt.Sprintf("%s %d (%d in 0.27-2.1 s)", rcode, c1-c0, band))
 		if band != n {
 			t.Errorf("%s{rcode=%s}: %d observations in (%vs, %vs], want exactly %d\n%s", hist, rcode, band, loLE, hiLE, n, after.seriesDump(hist))
 		}
