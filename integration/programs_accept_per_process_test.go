@@ -68,10 +68,23 @@ func checkAcceptPerProcess(t *testing.T, e *Exporter) string {
 		// dialed while it runs (they wait in the accept queue until it
 		// does), and has exited before the next one starts.
 		cmd := childCmd(t, "accept", fmt.Sprintf("%s:%d:%d", c.comm, c.n4, c.n6), nil)
-		cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(l4), "l4"), os.NewFile(uintptr(l6), "l6")}
+		// The child gets duplicates, closed here once it has started: an
+		// *os.File owns its descriptor (and closes it when collected), so
+		// the listeners themselves must not be wrapped.
+		for _, l := range []int{l4, l6} {
+			d, err := unix.Dup(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.ExtraFiles = append(cmd.ExtraFiles, os.NewFile(uintptr(d), "listener"))
+		}
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
+		err := cmd.Start()
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		c.pid = cmd.Process.Pid

@@ -115,35 +115,37 @@ struct {
 } dns_queries_total SEC(".maps");
 
 /*
- * read_tx_udp_dns reads the UDP and DNS headers of a sent skb into h and returns the
- * address family, or 0 when skb is not UDP over IPv4/IPv6 with 12 bytes
- * of linear data after the transport header. IPv6 extension headers are
- * not followed.
+ * read_tx_udp_dns reads the UDP and DNS headers of a sent skb into h and
+ * returns 1 when skb is a query: UDP over IPv4 or IPv6 to port 53, QR = 0,
+ * with 12 bytes of linear data after the transport header. IPv6
+ * extension headers are not followed. skb fields are read directly (a BTF
+ * pointer: plain loads, relocated by CO-RE); packet bytes are read only
+ * for the header, and the IP header only for a packet to port 53.
  */
-static __always_inline __u32 read_tx_udp_dns(const struct sk_buff *skb, struct udp_dns *h)
+static __always_inline int read_tx_udp_dns(const struct sk_buff *skb, struct udp_dns *h, __u32 *family)
 {
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	__u16 nh = BPF_CORE_READ(skb, network_header);
-	__u16 th = BPF_CORE_READ(skb, transport_header);
-	__u16 proto = BPF_CORE_READ(skb, protocol);
-	__u32 tail = BPF_CORE_READ(skb, tail);
-	__u32 family;
+	unsigned char *head = skb->head;
+	__u16 nh = skb->network_header;
+	__u16 th = skb->transport_header;
+	__u16 proto = skb->protocol;
 	__u8 l4 = 0;
 
-	if (nh == 0xffff || th == 0xffff || th + sizeof(*h) > tail)
+	if (nh == 0xffff || th == 0xffff || th + sizeof(*h) > skb->tail)
 		return 0;
-	if (proto == bpf_htons(ETH_P_IP)) {
-		family = AF_INET;
-		bpf_probe_read_kernel(&l4, 1, head + nh + 9);   /* iphdr.protocol */
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		family = AF_INET6;
-		bpf_probe_read_kernel(&l4, 1, head + nh + 6);   /* ipv6hdr.nexthdr */
-	} else {
+	if (proto == bpf_htons(ETH_P_IP))
+		*family = AF_INET;
+	else if (proto == bpf_htons(ETH_P_IPV6))
+		*family = AF_INET6;
+	else
 		return 0;
-	}
-	if (l4 != IPPROTO_UDP_ || bpf_probe_read_kernel(h, sizeof(*h), head + th))
+	if (bpf_probe_read_kernel(h, sizeof(*h), head + th))
 		return 0;
-	return family;
+	if (h->dport != bpf_htons(DNS_PORT) || (h->flags1 & 0x80))
+		return 0;
+	/* iphdr.protocol, ipv6hdr.nexthdr: a TCP header also has its
+	 * destination port at offset 2. */
+	bpf_probe_read_kernel(&l4, 1, head + nh + (*family == AF_INET ? 9 : 6));
+	return l4 == IPPROTO_UDP_;
 }
 
 SEC("tp_btf/net_dev_queue")
@@ -154,10 +156,9 @@ int BPF_PROG(dns_query, struct sk_buff *skb)
 	__u64 now, *ts;
 	__u32 family;
 
-	if (!BPF_CORE_READ(skb, sk))
+	if (!skb->sk)
 		return 0; /* forwarded, not sent by this host */
-	family = read_tx_udp_dns(skb, &h);
-	if (!family || h.dport != bpf_htons(DNS_PORT) || (h.flags1 & 0x80))
+	if (!read_tx_udp_dns(skb, &h, &family))
 		return 0;
 	key.port = h.sport;
 	key.id = h.id;
@@ -171,35 +172,44 @@ int BPF_PROG(dns_query, struct sk_buff *skb)
 
 /*
  * read_rx_udp_dns reads the UDP and DNS headers of a received skb, whose
- * data starts at the IP header, into h. It returns 0 when skb is not an
- * unfragmented (or first fragment) UDP packet over IPv4 or IPv6 with its
- * headers in the linear data.
+ * data starts at the IP header, into h. It returns 1 when skb is a
+ * response: an unfragmented (or first fragment) UDP packet over IPv4 or
+ * IPv6 from port 53 with QR = 1 and its headers in the linear data. One
+ * read covers an IPv4 header without options and the UDP and DNS headers.
  */
 static __always_inline int read_rx_udp_dns(const struct sk_buff *skb, struct udp_dns *h)
 {
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	__u32 linear = BPF_CORE_READ(skb, len) - BPF_CORE_READ(skb, data_len);
-	__u16 proto = BPF_CORE_READ(skb, protocol);
-	__u8 ip[10];
+	unsigned char *data = skb->data;
+	__u32 linear = skb->len - skb->data_len;
+	__u16 proto = skb->protocol;
+	struct {
+		__u8 ip[20];
+		struct udp_dns h;
+	} p;
 	__u32 off;
 
 	if (proto == bpf_htons(ETH_P_IP)) {
-		if (bpf_probe_read_kernel(ip, sizeof(ip), data))
+		if (linear < sizeof(p) || bpf_probe_read_kernel(&p, sizeof(p), data))
 			return 0;
 		/* ip[6..7]: flags and fragment offset; ip[9]: protocol */
-		if (ip[9] != IPPROTO_UDP_ || ((ip[6] & 0x1f) | ip[7]))
+		if (p.ip[9] != IPPROTO_UDP_ || ((p.ip[6] & 0x1f) | p.ip[7]))
 			return 0;
-		off = (ip[0] & 0x0f) * 4;
+		off = (p.ip[0] & 0x0f) * 4;
+		if (off == 20) {
+			*h = p.h;
+		} else {
+			if (off < 20 || off + sizeof(*h) > linear ||
+			    bpf_probe_read_kernel(h, sizeof(*h), data + off))
+				return 0;
+		}
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		if (bpf_probe_read_kernel(ip, sizeof(ip), data) || ip[6] != IPPROTO_UDP_)
+		if (linear < 40 + sizeof(*h) || bpf_probe_read_kernel(&p.ip[6], 1, data + 6) ||
+		    p.ip[6] != IPPROTO_UDP_ || bpf_probe_read_kernel(h, sizeof(*h), data + 40))
 			return 0;
-		off = 40;
 	} else {
 		return 0;
 	}
-	if (off < 20 || off + sizeof(*h) > linear)
-		return 0;
-	return bpf_probe_read_kernel(h, sizeof(*h), data + off) == 0;
+	return h->sport == bpf_htons(DNS_PORT) && (h->flags1 & 0x80);
 }
 
 SEC("tp_btf/netif_receive_skb")
@@ -210,7 +220,7 @@ int BPF_PROG(dns_response, struct sk_buff *skb)
 	struct udp_dns h;
 	__u64 *ts, ns;
 
-	if (!read_rx_udp_dns(skb, &h) || h.sport != bpf_htons(DNS_PORT) || !(h.flags1 & 0x80))
+	if (!read_rx_udp_dns(skb, &h))
 		return 0;
 	key.port = h.dport;
 	key.id = h.id;
