@@ -16,13 +16,16 @@
  * counter for either; the network namespace tells which container it is.
  *
  * Kernel sources:
- *   syscalls:sys_enter_connect, syscalls:sys_exit_connect (tracefs
- *       tracepoints, CONFIG_FTRACE_SYSCALLS, since 2.6.33). At entry the
- *       destination's family and port are read from the user's sockaddr
- *       (4 bytes) and kept per thread; at exit, a return of -EADDRNOTAVAIL
- *       (-99) is counted in the caller's network namespace
- *       (current->nsproxy->net_ns->ns.inum, what /proc/<pid>/ns/net
- *       shows). Non-blocking connects fail synchronously too.
+ *   syscalls:sys_exit_connect (tracefs tracepoint, CONFIG_FTRACE_SYSCALLS,
+ *       since 2.6.33): a return of -EADDRNOTAVAIL (-99) is counted in the
+ *       caller's network namespace (current->nsproxy->net_ns->ns.inum, what
+ *       /proc/<pid>/ns/net shows), with the destination's family and port
+ *       read from the user's sockaddr (4 bytes). Where bpf_task_pt_regs
+ *       exists (5.15+) the sockaddr pointer is taken from the registers
+ *       saved at syscall entry, and a successful connect costs one
+ *       comparison; else (alternatives, group "connect") sys_enter_connect
+ *       reads the destination of every connect and keeps it per thread
+ *       until the exit. Non-blocking connects fail synchronously too.
  *   __inet_hash_connect (net/ipv4/inet_hashtables.c, called for IPv4 and
  *       IPv6 since 4.x), __inet_check_established and
  *       __inet6_check_established (its check_established callbacks, called
@@ -119,6 +122,60 @@ struct {
 	__type(value, __u64);
 } inet_hash_connect_ports_checked SEC(".maps");
 
+static __always_inline void count_failure(struct dest *d)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fail_key key = {};
+	__u16 port = bpf_ntohs(d->port);
+
+	key.family = d->family;
+	if (port < 1024) {
+		key.port_min = key.port_max = port;
+	} else {
+		key.port_min = port & ~1023;
+		key.port_max = key.port_min + 1023;
+	}
+	key.netns = BPF_CORE_READ(task, nsproxy, net_ns, ns.inum);
+	ke_add(&connect_addr_not_avail_total, &key, 1);
+}
+
+/*
+ * Exit only (5.15+: bpf_task_pt_regs): nothing runs at entry, and at exit
+ * only a failed connect reads its arguments, from the user registers saved
+ * at syscall entry (x86-64: si = uservaddr, dx = addrlen; arm64: regs[1],
+ * regs[2]), which the syscall does not change. 32-bit tasks' syscalls
+ * never reach the syscalls: tracepoints.
+ */
+SEC("tracepoint/syscalls/sys_exit_connect")
+int connect_exit_regs(struct trace_event_raw_sys_exit *ctx)
+{
+	struct pt_regs *regs;
+	const void *uaddr;
+	struct dest d;
+	long len;
+
+	if (ctx->ret != -EADDRNOTAVAIL)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs)
+		return 0;
+#if defined(__TARGET_ARCH_x86)
+	uaddr = (const void *)BPF_CORE_READ(regs, si);
+	len = BPF_CORE_READ(regs, dx);
+#elif defined(__TARGET_ARCH_arm64)
+	uaddr = (const void *)BPF_CORE_READ(regs, regs[1]);
+	len = BPF_CORE_READ(regs, regs[2]);
+#else
+#error "port_exhaustion.bpf.c: unsupported __TARGET_ARCH"
+#endif
+	if ((int)len < 4 || bpf_probe_read_user(&d, sizeof(d), uaddr))
+		return 0;
+	if (d.family == AF_INET || d.family == AF_INET6)
+		count_failure(&d);
+	return 0;
+}
+
+/* Entry and exit (any kernel): the destination is kept per thread. */
 SEC("tracepoint/syscalls/sys_enter_connect")
 int connect_enter(struct trace_event_raw_sys_enter *ctx)
 {
@@ -138,27 +195,13 @@ SEC("tracepoint/syscalls/sys_exit_connect")
 int connect_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct task_struct *task;
-	struct fail_key key = {};
 	struct dest *d;
-	__u16 port;
 
 	d = bpf_map_lookup_elem(&connecting, &id);
 	if (!d)
 		return 0;
-	if (ctx->ret == -EADDRNOTAVAIL) {
-		port = bpf_ntohs(d->port);
-		key.family = d->family;
-		if (port < 1024) {
-			key.port_min = key.port_max = port;
-		} else {
-			key.port_min = port & ~1023;
-			key.port_max = key.port_min + 1023;
-		}
-		task = (struct task_struct *)bpf_get_current_task();
-		key.netns = BPF_CORE_READ(task, nsproxy, net_ns, ns.inum);
-		ke_add(&connect_addr_not_avail_total, &key, 1);
-	}
+	if (ctx->ret == -EADDRNOTAVAIL)
+		count_failure(d);
 	bpf_map_delete_elem(&connecting, &id);
 	return 0;
 }
