@@ -17,7 +17,9 @@
  * fire only for those two syscalls, with ret the new file descriptor. The
  * accepted socket is found through the task's file table
  * (current->files->fdt->fd[ret]->private_data, read with CO-RE); its local
- * port is the listener's port, its family the listener's. Unix sockets
+ * port is the listener's port, its family the listener's. On 5.11+
+ * (bpf_get_current_task_btf) the task's fields are plain loads; older
+ * kernels read them with helpers (alternatives, group "accept"). Unix sockets
  * have no port (0). The new fd cannot have been closed yet: the syscall
  * has not returned to user space.
  *
@@ -69,10 +71,22 @@ struct {
 	__type(value, __u64);
 } accepted_connections_total SEC(".maps");
 
+static __always_inline void count(struct sock *sk)
+{
+	struct accept_key key = {};
+
+	key.family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (key.family == AF_INET || key.family == AF_INET6)
+		key.port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	key.pid = bpf_get_current_pid_tgid() >> 32;
+	bpf_get_current_comm(key.comm, sizeof(key.comm));
+	ke_add(&accepted_connections_total, &key, 1);
+}
+
+/* Any kernel: every pointer read with bpf_probe_read_kernel (CO-RE). */
 static __always_inline void on_accepted(long fd)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct accept_key key = {};
 	struct fdtable *fdt;
 	struct file **fds, *file = 0;
 	struct socket *sock;
@@ -90,14 +104,45 @@ static __always_inline void on_accepted(long fd)
 		return;
 	sock = BPF_CORE_READ(file, private_data);
 	sk = BPF_CORE_READ(sock, sk);
-	if (!sk)
+	if (sk)
+		count(sk);
+}
+
+/*
+ * 5.11+ (bpf_get_current_task_btf): the task's fields are plain loads
+ * through its BTF pointer; only the fd array slot (a variable index) and
+ * the socket behind the file are read with helpers.
+ */
+static __always_inline void on_accepted_btf(long fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
+	struct file **fds = fdt->fd, *file = 0;
+	struct socket *sock;
+	struct sock *sk;
+
+	if (fd < 0 || fd >= fdt->max_fds)
 		return;
-	key.family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	if (key.family == AF_INET || key.family == AF_INET6)
-		key.port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	key.pid = bpf_get_current_pid_tgid() >> 32;
-	bpf_get_current_comm(key.comm, sizeof(key.comm));
-	ke_add(&accepted_connections_total, &key, 1);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return;
+	sock = BPF_CORE_READ(file, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (sk)
+		count(sk);
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept4")
+int accept4_exit_btf(struct trace_event_raw_sys_exit *ctx)
+{
+	on_accepted_btf(ctx->ret);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept")
+int accept_exit_btf(struct trace_event_raw_sys_exit *ctx)
+{
+	on_accepted_btf(ctx->ret);
+	return 0;
 }
 
 SEC("tracepoint/syscalls/sys_exit_accept4")
