@@ -3,6 +3,9 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -10,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
 // exhaustion is the result of exhaustPorts.
@@ -213,4 +218,79 @@ func TestMatrixPortExhaustion(t *testing.T) {
 			r.result = fmt.Sprintf("moved: %d EADDRNOTAVAIL connects, %d failed searches checking %.0f ports, %d ok", x.fail4+x.fail6, c-failed, sum-sum0, okc-okb)
 		})
 	}
+}
+
+// writeBundledVariant writes bundled program name into dir as a user
+// config (<name>.yaml and <name>.bpf.o, for --config.dir) with the YAML
+// text old replaced by new: with the choices of an alternatives group
+// swapped, the fallback that older kernels take runs on this one (the
+// better choice, still in the group, is never loaded).
+func writeBundledVariant(t *testing.T, dir, name, old, new string) {
+	t.Helper()
+	y, err := fs.ReadFile(programs.FS, name+".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(y), old) {
+		t.Fatalf("%s.yaml has no %q", name, old)
+	}
+	obj, err := fs.ReadFile(programs.FS, name+".bpf.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(strings.Replace(string(y), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".bpf.o"), obj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkAttached fails unless exactly progs of config are attached, each
+// once.
+func checkAttached(t *testing.T, ms Metrics, config string, progs ...string) {
+	t.Helper()
+	var got []string
+	for _, mt := range ms["kernel_exporter_program_attached"].GetMetric() {
+		if !matches(mt, L("config", config)) || mt.GetGauge().GetValue() != 1 {
+			continue
+		}
+		for _, lp := range mt.GetLabel() {
+			if lp.GetName() == "program" {
+				got = append(got, lp.GetValue())
+			}
+		}
+	}
+	sort.Strings(got)
+	want := slices.Clone(progs)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("config %s attached %v, want %v", config, got, want)
+	}
+}
+
+// TestProgramPortExhaustionEntryExit runs port_exhaustion's fallback for
+// kernels without bpf_task_pt_regs (before 5.15), sys_enter_connect and
+// sys_exit_connect with a per-thread entry, on this kernel (the choices
+// swapped in a copy of the config), and checks the same exact
+// counts as TestProgramPortExhaustion.
+func TestProgramPortExhaustionEntryExit(t *testing.T) {
+	dir := t.TempDir()
+	writeBundledVariant(t, dir, "port_exhaustion",
+		"      - connect_exit_regs\n      - [connect_enter, connect_exit]\n",
+		"      - [connect_enter, connect_exit]\n      - connect_exit_regs\n")
+	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=port_exhaustion")
+	before := e.Scrape()
+	if v := before.Value("kernel_exporter_config_up", L("config", "port_exhaustion")); v != 1 {
+		t.Fatalf("config_up{config=port_exhaustion} = %v, want 1\n%s", v, e.Logs())
+	}
+	var progs []string
+	if kernelCaps(t).fentry {
+		progs = append(progs, "hash_connect_fentry", "hash_connect_fexit", "check4_fentry", "check6_fentry")
+	} else if kernelCaps(t).kprobes {
+		progs = append(progs, "hash_connect_kprobe", "hash_connect_kretprobe", "check4_kprobe", "check6_kprobe")
+	}
+	checkAttached(t, before, "port_exhaustion", append(progs, "connect_enter", "connect_exit")...)
+	x := exhaustPorts(t, 9, 6)
+	checkExhaustionCounts(t, before, e.Scrape(), x)
 }
