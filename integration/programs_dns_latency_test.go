@@ -59,8 +59,8 @@ func serveDNS(fd int, delay time.Duration, wg *sync.WaitGroup) {
 // private network namespace that answers after 300 ms, NOERROR to even
 // ids and NXDOMAIN to odd ones, and sends it 8 + 8 queries at once from
 // 16 UDP sockets (half with sendto/recvfrom, half with write/read on a
-// connected socket). The latency histogram must have exactly 8 of each
-// rcode in the buckets (2^28, 2^31] ns = (268 ms, 2.1 s] (the upper end
+// connected socket), and 2 + 2 more to the same server on [::1]:53. The
+// latency histogram must have exactly 10 of each rcode in the buckets (2^28, 2^31] ns = (268 ms, 2.1 s] (the upper end
 // leaves room for the matrix's emulated guest, where 16 concurrent
 // queries take up to 0.8 s): DNS traffic of the rest of the machine,
 // counted under the same rcodes, is not that slow in practice; everything
@@ -81,7 +81,8 @@ func TestMatrixDNSLatency(t *testing.T) {
 func checkDNSLatency(t *testing.T, r *matrixRow) string {
 	t.Helper()
 	const (
-		n       = 8
+		n       = 8 // IPv4 queries of each kind
+		n6      = 4 // IPv6 queries, half of each rcode
 		delay   = 300 * time.Millisecond
 		hist    = "kernel_dns_query_latency_seconds"
 		queries = "kernel_dns_queries_total"
@@ -89,14 +90,21 @@ func checkDNSLatency(t *testing.T, r *matrixRow) string {
 		hiLE    = 2.147483648 // 2^31 ns
 	)
 	ns := newThreadNetns(t)
-	var server int
-	clients := make([]int, 2*n)
+	var server, server6 int
+	clients := make([]int, 2*n+n6)
 	err := ns.Run(func() (err error) {
 		if server, err = udpSocket(t, loopback4(53)); err != nil {
 			return err
 		}
+		if server6, err = udpSocket(t, loopback6(53)); err != nil {
+			return err
+		}
 		for i := range clients {
-			if clients[i], err = udpSocket(t, loopback4(0)); err != nil {
+			bind := loopback4(0)
+			if i >= 2*n {
+				bind = loopback6(0)
+			}
+			if clients[i], err = udpSocket(t, bind); err != nil {
 				return err
 			}
 		}
@@ -106,10 +114,12 @@ func checkDNSLatency(t *testing.T, r *matrixRow) string {
 		t.Fatal(err)
 	}
 	var srv sync.WaitGroup
-	srv.Add(1)
+	srv.Add(2)
 	go serveDNS(server, delay, &srv)
+	go serveDNS(server6, delay, &srv)
 	t.Cleanup(func() {
 		unix.Shutdown(server, unix.SHUT_RDWR)
+		unix.Shutdown(server6, unix.SHUT_RDWR)
 		srv.Wait()
 	})
 
@@ -130,8 +140,12 @@ func checkDNSLatency(t *testing.T, r *matrixRow) string {
 			buf := make([]byte, 512)
 			var got int
 			var err error
-			if i < n {
-				if err = unix.Sendto(fd, dnsQuery(id), 0, loopback4(53)); err == nil {
+			if i < n || i >= 2*n {
+				to := loopback4(53)
+				if i >= 2*n {
+					to = loopback6(53)
+				}
+				if err = unix.Sendto(fd, dnsQuery(id), 0, to); err == nil {
 					got, _, err = unixRecvfrom(fd, buf)
 				}
 			} else {
@@ -171,15 +185,21 @@ func checkDNSLatency(t *testing.T, r *matrixRow) string {
 		band := (hi1 - max(hi0, 0)) - (lo1 - max(lo0, 0))
 		t.Logf("%s{rcode=%s}: count +%d, sum +%.3fs, %d in (%v, %v]", hist, rcode, c1-c0, s1-s0, band, loLE, hiLE)
 		summary = append(summary, fmt.Sprintf("%s %d (%d in 0.27-2.1 s)", rcode, c1-c0, band))
-		if band != n {
-			t.Errorf("%s{rcode=%s}: %d observations in (%vs, %vs], want exactly %d\n%s", hist, rcode, band, loLE, hiLE, n, after.seriesDump(hist))
+		const each = n + n6/2
+		if band != each {
+			t.Errorf("%s{rcode=%s}: %d observations in (%vs, %vs], want exactly %d\n%s", hist, rcode, band, loLE, hiLE, each, after.seriesDump(hist))
 		}
-		if c1-c0 < n || s1-s0 < n*delay.Seconds() {
-			t.Errorf("%s{rcode=%s}: count +%d, sum +%vs; want >= %d and >= %vs", hist, rcode, c1-c0, s1-s0, n, n*delay.Seconds())
+		if c1-c0 < each || s1-s0 < each*delay.Seconds() {
+			t.Errorf("%s{rcode=%s}: count +%d, sum +%vs; want >= %d and >= %vs", hist, rcode, c1-c0, s1-s0, each, each*delay.Seconds())
 		}
 	}
-	if d := after.Value(queries, L("family", "inet")) - before.Value(queries, L("family", "inet")); d < 2*n {
-		t.Errorf("%s{family=inet} moved by %v, want >= %d\n%s", queries, d, 2*n, after.seriesDump(queries))
+	for _, q := range []struct {
+		family string
+		want   int
+	}{{"inet", 2 * n}, {"inet6", n6}} {
+		if d := after.Value(queries, L("family", q.family)) - before.Value(queries, L("family", q.family)); d < float64(q.want) {
+			t.Errorf("%s{family=%s} moved by %v, want >= %d\n%s", queries, q.family, d, q.want, after.seriesDump(queries))
+		}
 	}
 	return strings.Join(summary, ", ")
 }
