@@ -431,6 +431,9 @@ func TestTTLBundledDefaults(t *testing.T) {
 		"kernel_tcp_syn_backlog":                time.Hour,
 		"kernel_tcp_syncookies_sent_total":      24 * time.Hour,
 		"kernel_tcp_syncookies_validated_total": 24 * time.Hour,
+		// Library part 2 (issue 14).
+		"kernel_accepted_connections_total":   10 * time.Minute,
+		"kernel_connect_addr_not_avail_total": 24 * time.Hour,
 	}
 	env := decoder.NewEnv(10)
 	seen := 0

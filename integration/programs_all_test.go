@@ -18,6 +18,9 @@ var tracepointPrograms = []string{
 	"softirq", "syscalls", "packet_drops", "tcp_retransmits", "net_tx_size",
 	"oomkill", "direct_reclaim", "rcvqueue_full", "tcp_states", "exec",
 	"runqlat_cgroup", "softirq_raise",
+	// Library part 2 (issue 14); port_exhaustion's search-length groups
+	// are optional and need fentry or kprobes.
+	"accept_per_process", "port_exhaustion", "dns_latency",
 }
 
 // TestAllProgramsTogether starts every bundled program at once

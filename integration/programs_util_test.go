@@ -61,6 +61,9 @@ func init() {
 //	spin       a busy loop for at most KERNEL_EXPORTER_IT_ARG seconds
 //	nanosleeps KERNEL_EXPORTER_IT_ARG nanosleep(1 ms) calls on one thread
 //	           (see runqChild)
+//	accept     a thread named after KERNEL_EXPORTER_IT_ARG ("comm:n4:n")
+//	           accepts n4 connections with accept4() on inherited fd 3,
+//	           then n with accept() on fd 4 (see acceptN)
 func childMain(mode string) error {
 	for _, procs := range strings.Split(os.Getenv(childEnvCgroups), ":") {
 		if procs == "" {
@@ -101,6 +104,8 @@ func childMain(mode string) error {
 		return getpidThreads(time.Duration(n)*time.Second, comm)
 	case "spin", "nanosleeps": // runqlat_cgroup's workload
 		return runqChild(mode, arg)
+	case "accept":
+		return acceptN(arg)
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
 }
