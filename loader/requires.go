@@ -73,6 +73,13 @@ func HaveFeature(name string, opts Options) error {
 }
 
 func probeFeature(name string, opts Options) error {
+	// Before 5.11 a probe program's memory counts against RLIMIT_MEMLOCK,
+	// shared by every process of the user: with other BPF objects loaded,
+	// the default limit refuses the probe with EPERM, which would read as
+	// "not supported".
+	if err := raiseMemlock(); err != nil {
+		return fmt.Errorf("raise memlock limit for the %s probe: %w", name, err)
+	}
 	switch name {
 	case "btf":
 		if opts.BTFPath != "" {
