@@ -52,15 +52,15 @@ func TestParseCgroupPath(t *testing.T) {
 		{"/kubepods/burstable", nil},
 		{"/kubepods.slice/kubepods-burstable.slice", nil},
 		{"/kubepods/burstable/podnotauid/" + testID, nil},
-		{"/kubepods/pod" + strings.ToUpper(testUID) + "/" + testID, nil},            // upper case
-		{"/kubepods/pod" + testUIDs + "/" + testID, nil},                            // underscores under cgroupfs
-		{"/kubepods.slice/kubepods-pod" + testUID + ".slice", nil},                  // dashes under systemd
-		{"/kubepods/pod" + testUID + "/" + testID[:63], nil},                        // short id
-		{"/kubepods/pod" + testUID + "/" + testID + "0", nil},                       // long id
-		{"/kubepods/pod" + testUID + "/" + strings.ToUpper(testID), nil},            // upper-case id
-		{"/kubepods/pod" + testUID + "/crio-conmon-" + testID, nil},                 // conmon
-		{"/kubepods/pod" + testUID + "/" + testID + "//x", nil},                     // empty component
-		{"/kubepods/guaranteed/pod" + testUID + "/" + testID, nil},                  // no such QoS directory
+		{"/kubepods/pod" + strings.ToUpper(testUID) + "/" + testID, nil},                     // upper case
+		{"/kubepods/pod" + testUIDs + "/" + testID, nil},                                     // underscores under cgroupfs
+		{"/kubepods.slice/kubepods-pod" + testUID + ".slice", nil},                           // dashes under systemd
+		{"/kubepods/pod" + testUID + "/" + testID[:63], nil},                                 // short id
+		{"/kubepods/pod" + testUID + "/" + testID + "0", nil},                                // long id
+		{"/kubepods/pod" + testUID + "/" + strings.ToUpper(testID), nil},                     // upper-case id
+		{"/kubepods/pod" + testUID + "/crio-conmon-" + testID, nil},                          // conmon
+		{"/kubepods/pod" + testUID + "/" + testID + "//x", nil},                              // empty component
+		{"/kubepods/guaranteed/pod" + testUID + "/" + testID, nil},                           // no such QoS directory
 		{"/kubepods.slice/kubepods-pod" + testUIDs + ".slice/cri-containerd-" + testID, nil}, // no .scope
 		{"/kubepods.slice/kubepods-pod" + testUIDs + ".slice/runc-" + testID + ".scope", nil},
 		{"/kubepods.slice/kubepods-burstable.slice/kubepods-pod" + testUIDs + ".slice", nil}, // QoS stem missing
