@@ -140,6 +140,12 @@ type Label struct {
 	// bytes in all.
 	Padding  int       `yaml:"padding"`
 	Decoders []Decoder `yaml:"decoders"`
+	// Of names an earlier label of the same key whose bytes this label
+	// decodes too, with its own decoders: one cgroup id field becomes
+	// the namespace, pod and container labels. A label with Of takes no
+	// bytes of the key: its size and padding are omitted (0), and the
+	// label it names has no Of itself.
+	Of string `yaml:"of"`
 }
 
 // Decoder is one step of the chain that turns a label's bytes into its value.

@@ -29,6 +29,9 @@
 //	majorminor  4/8-byte kernel dev_t → block device name
 //	ifname      4/8-byte ifindex → interface name
 //	cgroup      8-byte cgroup v2 id → cgroup path
+//	kube_namespace, kube_pod, kube_container
+//	            8-byte cgroup v2 id, or a cgroup path → the Kubernetes pod's
+//	            namespace, pod name, container name ("" if not a pod)
 //	dname       DNS wire-format name → "example.com"
 package decoder
 
@@ -42,6 +45,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/kube"
 )
 
 // Decoder decodes one step of a label's chain.
@@ -73,6 +77,11 @@ type Env struct {
 	// ProcRoot and SysRoot are "/proc" and "/sys" unless tests override them.
 	ProcRoot string
 	SysRoot  string
+	// Kube configures the pod resolver of the kube_* decoders. It is
+	// built when the first of them is (one watch of the node's pods for
+	// every config) and stopped by Close. nil means no API access: pods
+	// are named by UID.
+	Kube *kube.Options
 
 	shared
 }
