@@ -46,9 +46,11 @@ const (
 
 // Options configure a Resolver.
 type Options struct {
-	// Config reaches the API server; nil means no API access: every pod
-	// is named by its UID.
-	Config *rest.Config
+	// Config reaches the API server. When nil, it is read from
+	// Kubeconfig as RESTConfig does; nil from there too means no API
+	// access: every pod is named by its UID.
+	Config     *rest.Config
+	Kubeconfig string
 	// Client is used instead of Config when not nil (tests pass a fake
 	// clientset).
 	Client kubernetes.Interface
@@ -121,10 +123,10 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // NewResolver returns a Resolver and starts its watch, if it has API
-// access (Options.Config or Client, and NodeName); Close stops it. Without
-// access it logs once why pods are named by UID, and returns a Resolver
-// that does just that. The error is that of building a client from
-// Options.Config.
+// access (Options.Client, Config or Kubeconfig, and NodeName); Close stops
+// it. Without access (none given, or a kubeconfig that cannot be read) it
+// logs once why pods are named by UID, and returns a Resolver that does
+// just that. The error is that of building a client from the config.
 func NewResolver(opts Options) (*Resolver, error) {
 	size := opts.CacheSize
 	if size <= 0 {
@@ -138,8 +140,15 @@ func NewResolver(opts Options) (*Resolver, error) {
 	live, _ := lru.New[string, *podMeta](size) // size > 0: no error
 	gone, _ := lru.New[string, *podMeta](size)
 	r := &Resolver{log: log, client: opts.Client, node: opts.NodeName, live: live, gone: gone, done: make(chan struct{})}
-	if r.client == nil && opts.Config != nil {
-		cs, err := kubernetes.NewForConfig(opts.Config)
+	cfg := opts.Config
+	if r.client == nil && cfg == nil {
+		var err error
+		if cfg, err = RESTConfig(opts.Kubeconfig); err != nil {
+			r.fallback(err.Error())
+		}
+	}
+	if r.client == nil && cfg != nil {
+		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
 		}
