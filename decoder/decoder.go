@@ -127,6 +127,43 @@ func (c Chain) DecodeBytes(in []byte) ([]byte, error) {
 	return out, nil
 }
 
+// DecodeSettled is DecodeBytes that also says whether the value is settled:
+// whether the same input will decode the same way later. A value is not
+// settled when a decoder of the chain printed a stand-in for what it does
+// not know yet but expects to learn (the kube decoders, for a pod the pod
+// watch has not delivered, or a container the pod's status does not list
+// yet); the caller should decode the input again next time rather than
+// keep the value. Decoders that do not implement it are settled.
+func (c Chain) DecodeSettled(in []byte) ([]byte, bool, error) {
+	out, settled := in, true
+	for i, d := range c {
+		var err error
+		if u, ok := d.(unsettler); ok {
+			var s bool
+			out, s, err = u.decodeSettled(out)
+			settled = settled && s
+		} else {
+			out, err = d.Decode(out)
+		}
+		if err != nil {
+			if err == ErrSkip {
+				return nil, true, err
+			}
+			return nil, true, &DecodeError{Index: i, Decoder: NameOf(d), Err: err}
+		}
+	}
+	if !utf8.Valid(out) {
+		out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
+	}
+	return out, settled, nil
+}
+
+// unsettler is a decoder whose output may not be settled (see
+// DecodeSettled).
+type unsettler interface {
+	decodeSettled(in []byte) ([]byte, bool, error)
+}
+
 // DecodeError is a decoder's failure on one map key: Decoder is the name of
 // the decoder that failed ("ksym", "static_map", ...), Index its position in
 // the chain, and Err its error, which errors.Is and errors.As reach through

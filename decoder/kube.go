@@ -70,32 +70,42 @@ func (d *kubeDecoder) Name() string { return kubeNames[d.field] }
 // Decode fails on a raw field of the wrong width, and on text that is
 // neither a path nor a decimal number.
 func (d *kubeDecoder) Decode(in []byte) ([]byte, error) {
+	out, _, err := d.decodeSettled(in)
+	return out, err
+}
+
+// decodeSettled is Decode, and says whether the value is settled (see
+// Chain.DecodeSettled): not when the cgroup id is not known yet (a walk of
+// the hierarchy may find it), nor when the pod, or its container, is not
+// known yet to a resolver that watches the API server.
+func (d *kubeDecoder) decodeSettled(in []byte) ([]byte, bool, error) {
 	var path []byte
 	if d.size == textInput && len(in) > 0 && in[0] == '/' {
 		path = in
 	} else {
 		id, err := readInput(d.Name(), in, d.size)
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
 		if d.cg == nil {
-			return nil, fmt.Errorf("%s: %w", d.Name(), d.cgErr)
+			return nil, true, fmt.Errorf("%s: %w", d.Name(), d.cgErr)
 		}
 		var ok bool
 		if path, ok = d.cg.lookup(id); !ok {
-			return []byte{}, nil // unknown cgroup: not a pod we can name
+			return []byte{}, false, nil // unknown cgroup: not a pod we can name yet
 		}
 	}
 	cg := kube.ParseCgroupPath(string(path))
 	if cg == nil {
-		return []byte{}, nil
+		return []byte{}, true, nil
 	}
 	n := d.pods.Lookup(cg.PodUID, cg.ContainerID)
+	settled := n.Complete || !d.pods.Watching()
 	switch d.field {
 	case kubeNamespace:
-		return []byte(n.Namespace), nil
+		return []byte(n.Namespace), settled, nil
 	case kubePod:
-		return []byte(n.Pod), nil
+		return []byte(n.Pod), settled, nil
 	}
-	return []byte(n.Container), nil
+	return []byte(n.Container), settled, nil
 }

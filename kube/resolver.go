@@ -73,6 +73,9 @@ type Names struct {
 	// Resolved says the pod was found; otherwise Pod is its UID,
 	// Container the container id and Namespace empty.
 	Resolved bool
+	// Complete says the pod was found and so was the container (or no
+	// container was asked for).
+	Complete bool
 }
 
 // Resolver names the pods of one node from a watch of the API server.
@@ -235,18 +238,19 @@ func (r *Resolver) Lookup(podUID, containerID string) Names {
 	if !ok {
 		return Names{Pod: podUID, Container: containerID}
 	}
-	n := Names{Namespace: p.namespace, Pod: p.name, Container: containerID, Resolved: true}
-	if containerID == "" {
-		return n
-	}
+	n := Names{Namespace: p.namespace, Pod: p.name, Container: containerID, Resolved: true, Complete: containerID == ""}
 	for _, c := range p.containers {
-		if c.id == containerID {
-			n.Container = c.name
+		if containerID != "" && c.id == containerID {
+			n.Container, n.Complete = c.name, true
 			break
 		}
 	}
 	return n
 }
+
+// Watching says the Resolver has API access: it watches pods (even while
+// the API server does not answer). Without it, pods stay named by UID.
+func (r *Resolver) Watching() bool { return r.cancel != nil }
 
 // podStore is the reflector's store: it keeps a podMeta of each pod in
 // the Resolver's caches.

@@ -47,14 +47,14 @@ func TestResolverFake(t *testing.T) {
 	}
 	defer r.Close()
 	waitFor(t, "the first list", r.Synced)
-	if got, want := r.Lookup(testUID, testID), (Names{"web", "frontend-0", "nginx", true}); got != want {
+	if got, want := r.Lookup(testUID, testID), (Names{"web", "frontend-0", "nginx", true, true}); got != want {
 		t.Errorf("Lookup = %+v, want %+v", got, want)
 	}
 	// A container not in the status yet keeps its id.
-	if got, want := r.Lookup(testUID, id2), (Names{"web", "frontend-0", id2, true}); got != want {
+	if got, want := r.Lookup(testUID, id2), (Names{"web", "frontend-0", id2, true, false}); got != want {
 		t.Errorf("Lookup of an unknown container = %+v, want %+v", got, want)
 	}
-	if got, want := r.Lookup(uid2, id2), (Names{"", uid2, id2, false}); got != want {
+	if got, want := r.Lookup(uid2, id2), (Names{"", uid2, id2, false, false}); got != want {
 		t.Errorf("Lookup of an unknown pod = %+v, want %+v", got, want)
 	}
 
@@ -63,7 +63,7 @@ func TestResolverFake(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("db").Create(ctx, testPod("db", "pg-0", uid2, "node-a", map[string]string{"postgres": "cri-o://" + id2}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := Names{"db", "pg-0", "postgres", true}
+	want := Names{"db", "pg-0", "postgres", true, true}
 	waitFor(t, "the watched pod", func() bool { return r.Lookup(uid2, id2) == want })
 
 	// A deleted pod keeps its names until evicted.
@@ -87,7 +87,7 @@ func TestResolverFake(t *testing.T) {
 		}
 		waitFor(t, "deletion of "+name, func() bool { _, ok := r.live.Peek(uid); return !ok })
 	}
-	if got, want := r.Lookup(uid2, id2), (Names{"", uid2, id2, false}); got != want {
+	if got, want := r.Lookup(uid2, id2), (Names{"", uid2, id2, false, false}); got != want {
 		t.Errorf("Lookup of an evicted pod = %+v, want %+v", got, want)
 	}
 }
@@ -100,7 +100,7 @@ func TestResolverNoAccess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := r.Lookup(testUID, testID), (Names{"", testUID, testID, false}); got != want {
+		if got, want := r.Lookup(testUID, testID), (Names{"", testUID, testID, false, false}); got != want {
 			t.Errorf("Lookup = %+v, want %+v", got, want)
 		}
 		r.Close()
