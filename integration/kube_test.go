@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/kubetest"
 )
 
 // kubeOOMConfig is the bundled oomkill program's counter with the victim's
@@ -106,6 +113,69 @@ func TestKubeLabelsFallback(t *testing.T) {
 	// Other cgroups' kills (none expected here) would have empty pod labels.
 	if n := strings.Count(e.Logs(), "labelled by UID"); n != 1 {
 		t.Errorf("log says %d times that pods are labelled by UID, want 1\n%s", n, e.Logs())
+	}
+	t.Logf("%s%v = %v", metric, want, after.Value(metric, want))
+}
+
+// TestKubeLabelsAPIServer runs the kubeoom config against a real
+// kube-apiserver: a Node and a Pod on it are created through the API, the
+// Pod's status gets a container whose containerID is containerd://<id>
+// (through the status subresource, as a kubelet writes it), and the
+// exporter watches that node with the cluster's kubeconfig. A child
+// OOM-killed in the container's cgroup (systemd driver layout, the pod's
+// real UID) is counted under the pod's namespace, name and container name.
+func TestKubeLabelsAPIServer(t *testing.T) {
+	const (
+		metric = "kernel_oom_kills_total"
+		node   = "kx-node-1"
+	)
+	c := kubetest.Start(t)
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create node: %v", err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	pod, err := cs.CoreV1().Pods("shop").Create(ctx, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cart-0"},
+		Spec:       v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "app", Image: "registry.invalid/app"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	pod.Status.Phase = v1.PodRunning
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{{
+		Name: "app", Image: "registry.invalid/app", ImageID: "sha256:" + strings.Repeat("0", 64),
+		ContainerID: "containerd://" + kubeTestID, Ready: true,
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}
+	if _, err := cs.CoreV1().Pods("shop").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update pod status: %v", err)
+	}
+
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	e := Start(t, "--programs=none", "--config.dir="+kubeOOMDir(t), "--config.names=kubeoom",
+		"--kube.kubeconfig="+c.Kubeconfig, "--kube.node-name="+node)
+	uid := string(pod.UID)
+	_, path := kubeOOMKill(t, e, uid, kubeTestID)
+	want := L("cgroup", path, "namespace", "shop", "pod", "cart-0", "container", "app")
+	var after Metrics
+	// The watch may deliver the pod after the kill was first read: the
+	// key is decoded again at every read until its names are known.
+	Eventually(t, 10*time.Second, func() bool {
+		after = e.Scrape()
+		return after.Value(metric, want) == 1
+	}, "no %s%v = 1", metric, want)
+	if n := after.Series(metric, L("cgroup", path)); n != 1 {
+		t.Errorf("%d series of cgroup %s, want 1\n%s", n, path, after.seriesDump(metric))
+	}
+	if strings.Contains(e.Logs(), "labelled by UID") {
+		t.Errorf("the exporter fell back to UIDs with API access:\n%s", e.Logs())
 	}
 	t.Logf("%s%v = %v", metric, want, after.Value(metric, want))
 }
