@@ -140,3 +140,24 @@ func TestPodMetaBounds(t *testing.T) {
 		t.Errorf("containers start with %+v, want new and old ids of restarted", m.containers[:2])
 	}
 }
+
+// TestResolverMirrorPod names a static pod's containers: its cgroup has
+// the kubelet's hash of the manifest, which the mirror pod in the API
+// carries in its kubernetes.io/config.mirror annotation.
+func TestResolverMirrorPod(t *testing.T) {
+	p := testPod("kube-system", "etcd-node-a", testUID, "node-a", map[string]string{"etcd": "containerd://" + testID})
+	p.Annotations = map[string]string{v1.MirrorPodAnnotationKey: testHash}
+	r, err := NewResolver(Options{Client: fake.NewClientset(p), NodeName: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitFor(t, "the first list", r.Synced)
+	cg := ParseCgroupPath("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + testHash + ".slice/cri-containerd-" + testID + ".scope")
+	if cg == nil {
+		t.Fatal("static pod path not parsed")
+	}
+	if got, want := r.Lookup(cg.PodUID, cg.ContainerID), (Names{"kube-system", "etcd-node-a", "etcd", true, true}); got != want {
+		t.Errorf("Lookup = %+v, want %+v", got, want)
+	}
+}
