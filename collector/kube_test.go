@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kernel-exporter/kernel_exporter/kube/kubefake"
+
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
 	"github.com/kernel-exporter/kernel_exporter/kube"
@@ -49,7 +51,7 @@ func TestKubeLabelsNotSettled(t *testing.T) {
 	cs := fake.NewClientset()
 	env := decoder.NewEnv(100)
 	env.ProcRoot = proc
-	env.Kube = &kube.Options{Client: cs, NodeName: "node-a"}
+	env.Kube = &kube.Options{ListWatch: kubefake.ListWatch(cs, "node-a"), NodeName: "node-a"}
 	t.Cleanup(env.Close)
 	const yaml = `metrics:
   counters:

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kernel-exporter/kernel_exporter/kube/kubefake"
+
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 	"github.com/kernel-exporter/kernel_exporter/kube"
@@ -73,7 +75,7 @@ func TestKubeDecoders(t *testing.T) {
 		Spec:       v1.PodSpec{NodeName: "node-a"},
 		Status:     v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "nginx", ContainerID: "containerd://" + kubeID}}},
 	}
-	e.Kube = &kube.Options{Client: fake.NewClientset(pod), NodeName: "node-a"}
+	e.Kube = &kube.Options{ListWatch: kubefake.ListWatch(fake.NewClientset(pod), "node-a"), NodeName: "node-a"}
 	t.Cleanup(e.Close)
 	raw := kubeChains(t, e, 8)
 	text := kubeChains(t, e, textInput)

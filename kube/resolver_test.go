@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kernel-exporter/kernel_exporter/kube/kubefake"
 )
 
 func testPod(ns, name, uid, node string, containers map[string]string) *v1.Pod {
@@ -41,7 +43,7 @@ func TestResolverFake(t *testing.T) {
 	uid2 := "11111111-2222-3333-4444-555555555555"
 	id2 := strings.Repeat("ab", 32)
 	cs := fake.NewClientset(testPod("web", "frontend-0", testUID, "node-a", map[string]string{"nginx": "containerd://" + testID}))
-	r, err := NewResolver(Options{Client: cs, NodeName: "node-a", CacheSize: 4})
+	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(cs, "node-a"), NodeName: "node-a", CacheSize: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestResolverNoAccess(t *testing.T) {
 		t.Errorf("log has %d warnings, want 2:\n%s", n, buf.String())
 	}
 	buf.Reset()
-	r, err := NewResolver(Options{Client: fake.NewClientset(), Logger: log})
+	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(fake.NewClientset(), ""), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestPodMetaBounds(t *testing.T) {
 func TestResolverMirrorPod(t *testing.T) {
 	p := testPod("kube-system", "etcd-node-a", testUID, "node-a", map[string]string{"etcd": "containerd://" + testID})
 	p.Annotations = map[string]string{v1.MirrorPodAnnotationKey: testHash}
-	r, err := NewResolver(Options{Client: fake.NewClientset(p), NodeName: "node-a"})
+	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(fake.NewClientset(p), "node-a"), NodeName: "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
