@@ -156,6 +156,7 @@ func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
 		"--secure-port="+strconv.Itoa(ports[2]),
 		"--cert-dir="+dir,
 		"--tls-cert-file="+p.serverCert,
