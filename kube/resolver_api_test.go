@@ -1,10 +1,12 @@
 package kube
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,7 +124,7 @@ func TestResolverAPIServer(t *testing.T) {
 	}
 	deletePod(t, cs, "web", "frontend-0")
 	waitFor(t, "deletion of frontend-0", func() bool { _, ok := r.live.Peek(string(web.UID)); return !ok })
-	tmp := apiPod(t, cs, "db", "tmp", "node-a")
+	tmp := apiPod(t, cs, "db", "tmp", "node-a", [2]string{"tmp", strings.Repeat("f6", 32)})
 	waitFor(t, "tmp through the watch", func() bool { return r.Lookup(string(tmp.UID), "").Resolved })
 	deletePod(t, cs, "db", "tmp")
 	waitFor(t, "deletion of tmp", func() bool { _, ok := r.live.Peek(string(tmp.UID)); return !ok })
@@ -132,5 +134,87 @@ func TestResolverAPIServer(t *testing.T) {
 	if got := r.Lookup(string(web.UID), idNginx); got != (Names{"web", "frontend-0", "nginx", true, true}) {
 		t.Errorf("Lookup of deleted frontend-0 = %+v, want its names", got)
 	}
-	_ = time.Second
+}
+
+// rbacDocs are a ServiceAccount kube/exporter, and when grant is set the
+// least it needs: get, list and watch on pods, cluster-wide (a
+// DaemonSet's pods watch their own node's pods in every namespace).
+func rbacDocs(grant bool) [][]byte {
+	docs := [][]byte{
+		[]byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube\n"),
+		[]byte("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: exporter\n  namespace: kube\n"),
+	}
+	if grant {
+		docs = append(docs,
+			[]byte("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: kube-exporter\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get, list, watch]\n"),
+			[]byte("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: kube-exporter\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: kube-exporter\nsubjects:\n- kind: ServiceAccount\n  name: exporter\n  namespace: kube\n"))
+	}
+	return docs
+}
+
+// TestResolverAPIServerRBAC runs the Resolver as a ServiceAccount: without
+// a role it cannot list pods, names them by UID and says so once in the
+// log; with get, list and watch on pods it names them.
+func TestResolverAPIServerRBAC(t *testing.T) {
+	c := kubetest.Start(t)
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kubetest.Apply(ctx, c.Config, rbacDocs(false)); err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Repeat("e5", 32)
+	pod := apiPod(t, cs, "kube", "app-0", "node-a", [2]string{"app", id})
+	_, kubeconfig, err := c.ServiceAccountConfig(ctx, "kube", "exporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var buf syncBuf
+	r, err := NewResolver(Options{Kubeconfig: kubeconfig, NodeName: "node-a", Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the forbidden list to be logged", func() bool { return strings.Contains(buf.String(), "forbidden") })
+	if got, want := r.Lookup(string(pod.UID), id), (Names{"", string(pod.UID), id, false, false}); got != want {
+		t.Errorf("Lookup without RBAC = %+v, want %+v", got, want)
+	}
+	r.Close()
+	if n := strings.Count(buf.String(), "labelled by UID"); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, buf.String())
+	}
+
+	if err := kubetest.Apply(ctx, c.Config, rbacDocs(true)); err != nil {
+		t.Fatal(err)
+	}
+	r, err = NewResolver(Options{Kubeconfig: kubeconfig, NodeName: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitFor(t, "the first list", r.Synced)
+	if got, want := r.Lookup(string(pod.UID), id), (Names{"kube", "app-0", "app", true, true}); got != want {
+		t.Errorf("Lookup with RBAC = %+v, want %+v", got, want)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the reflector's goroutine and the
+// test's.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
