@@ -114,3 +114,18 @@ func FuzzParseCgroupPath(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseCgroupPath(b *testing.B) {
+	for _, bc := range []struct{ name, path string }{
+		{"systemd", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + testUIDs + ".slice/cri-containerd-" + testID + ".scope"},
+		{"cgroupfs", "/kubepods/burstable/pod" + testUID + "/" + testID},
+		{"not_a_pod", "/system.slice/containerd.service"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ParseCgroupPath(bc.path)
+			}
+		})
+	}
+}

@@ -163,3 +163,22 @@ func TestResolverMirrorPod(t *testing.T) {
 		t.Errorf("Lookup = %+v, want %+v", got, want)
 	}
 }
+
+func BenchmarkLookup(b *testing.B) {
+	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(fake.NewClientset(testPod("web", "frontend-0", testUID, "node-a", map[string]string{"nginx": "containerd://" + testID})), "node-a"), NodeName: "node-a"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	for deadline := time.Now().Add(10 * time.Second); !r.Synced(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("not synced")
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !r.Lookup(testUID, testID).Complete {
+			b.Fatal("not found")
+		}
+	}
+}
