@@ -118,12 +118,13 @@ func TestKubeLabelsFallback(t *testing.T) {
 }
 
 // TestKubeLabelsAPIServer runs the kubeoom config against a real
-// kube-apiserver: a Node and a Pod on it are created through the API, the
-// Pod's status gets a container whose containerID is containerd://<id>
+// kube-apiserver: a Node and a Pod on it are created through the API, then
+// the Pod's status gets a container whose containerID is containerd://<id>
 // (through the status subresource, as a kubelet writes it), and the
 // exporter watches that node with the cluster's kubeconfig. A child
 // OOM-killed in the container's cgroup (systemd driver layout, the pod's
-// real UID) is counted under the pod's namespace, name and container name.
+// real UID) is counted under the pod's namespace and name, and the
+// container's id until the Pod's status names it, then its name.
 func TestKubeLabelsAPIServer(t *testing.T) {
 	const (
 		metric = "kernel_oom_kills_total"
@@ -148,6 +149,21 @@ func TestKubeLabelsAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	e := Start(t, "--programs=none", "--config.dir="+kubeOOMDir(t), "--config.names=kubeoom",
+		"--kube.kubeconfig="+c.Kubeconfig, "--kube.node-name="+node)
+	uid := string(pod.UID)
+	_, path := kubeOOMKill(t, e, uid, kubeTestID)
+
+	// The container ran before the kubelet wrote its id into the pod's
+	// status, as in a real cluster: the pod is named, the container by id.
+	var after Metrics
+	early := L("cgroup", path, "namespace", "shop", "pod", "cart-0", "container", kubeTestID)
+	Eventually(t, 10*time.Second, func() bool {
+		after = e.Scrape()
+		return after.Value(metric, early) == 1
+	}, "no %s%v = 1", metric, early)
+
 	pod.Status.Phase = v1.PodRunning
 	pod.Status.ContainerStatuses = []v1.ContainerStatus{{
 		Name: "app", Image: "registry.invalid/app", ImageID: "sha256:" + strings.Repeat("0", 64),
@@ -157,20 +173,12 @@ func TestKubeLabelsAPIServer(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("shop").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update pod status: %v", err)
 	}
-
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	e := Start(t, "--programs=none", "--config.dir="+kubeOOMDir(t), "--config.names=kubeoom",
-		"--kube.kubeconfig="+c.Kubeconfig, "--kube.node-name="+node)
-	uid := string(pod.UID)
-	_, path := kubeOOMKill(t, e, uid, kubeTestID)
+	// The same map key is decoded again until its names are settled.
 	want := L("cgroup", path, "namespace", "shop", "pod", "cart-0", "container", "app")
-	var after Metrics
-	// The watch may deliver the pod after the kill was first read: the
-	// key is decoded again at every read until its names are known.
 	Eventually(t, 10*time.Second, func() bool {
 		after = e.Scrape()
 		return after.Value(metric, want) == 1
-	}, "no %s%v = 1", metric, want)
+	}, "no %s%v = 1 after the pod's status was written", metric, want)
 	if n := after.Series(metric, L("cgroup", path)); n != 1 {
 		t.Errorf("%d series of cgroup %s, want 1\n%s", n, path, after.seriesDump(metric))
 	}
