@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -102,17 +103,13 @@ type podMeta struct {
 type containerMeta struct{ id, name string }
 
 // RESTConfig returns the configuration for the API server: from the
-// kubeconfig file when kubeconfig is not empty, else the in-cluster one
+// kubeconfig file when kubeconfig is not empty (see MaxKubeconfig), else the in-cluster one
 // (the pod's service account) when KUBERNETES_SERVICE_HOST is set, else
 // nil (no API access). Errors are those of reading the file or the
 // service account.
 func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
+		return loadKubeconfig(kubeconfig)
 	}
 	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
 		return nil, nil
@@ -120,6 +117,39 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
 		return nil, fmt.Errorf("in-cluster config: %w", err)
+	}
+	return cfg, nil
+}
+
+// MaxKubeconfig bounds the kubeconfig file RESTConfig reads (one with
+// embedded certificates is a few KiB).
+const MaxKubeconfig = 1 << 20
+
+// loadKubeconfig reads a kubeconfig file of at most MaxKubeconfig bytes
+// through package bounded and builds its current context's config; the
+// files it names (certificates, keys, token) are relative to its
+// directory, as kubectl reads them. Errors name the file, never quote it.
+func loadKubeconfig(path string) (*rest.Config, error) {
+	data, err := bounded.ReadFile(path, "kubeconfig", MaxKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: not a kubeconfig file", path)
+	}
+	for _, c := range kc.Clusters {
+		c.LocationOfOrigin = path
+	}
+	for _, a := range kc.AuthInfos {
+		a.LocationOfOrigin = path
+	}
+	if err := clientcmd.ResolveLocalPaths(kc); err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return cfg, nil
 }

@@ -3,7 +3,10 @@ package kube
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/kube/kubefake"
 )
 
@@ -180,5 +184,57 @@ func BenchmarkLookup(b *testing.B) {
 		if !r.Lookup(testUID, testID).Complete {
 			b.Fatal("not found")
 		}
+	}
+}
+
+func TestRESTConfigKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	const kc = `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://127.0.0.1:6443
+    certificate-authority: ca.pem
+users:
+- name: u
+  user:
+    token: secret-token-value
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), []byte("not read here"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := RESTConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "secret-token-value" || cfg.TLSClientConfig.CAFile != filepath.Join(dir, "ca.pem") {
+		t.Errorf("config: host %s, token set %v, CA file %s; want the file's, with the CA beside it", cfg.Host, cfg.BearerToken != "", cfg.TLSClientConfig.CAFile)
+	}
+
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("secret-token-value: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, MaxKubeconfig+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{bad, big, filepath.Join(dir, "missing"), dir} {
+		_, err := RESTConfig(p)
+		if err == nil || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("RESTConfig(%s): error %v, want one naming the file and not quoting it", p, err)
+		}
+	}
+	if _, err := RESTConfig(big); !errors.Is(err, bounded.ErrTooLarge) {
+		t.Errorf("RESTConfig of a %d-byte file: %v, want ErrTooLarge", MaxKubeconfig+1, err)
 	}
 }
