@@ -5,11 +5,12 @@
 // <name>.yaml, which says which BPF maps of the object become which metrics
 // and how each map key is split into labels. The schema is a superset of the
 // one used by cloudflare/ebpf_exporter v2, so its configs load unchanged; the
-// keys we add (namespace, padding, sum_bucket, max_series, stack_map, ttl)
-// are optional.
+// keys we add (namespace, padding, sum_bucket, max_series, stack_map, ttl,
+// of) are optional.
 //
 // Every map key is a packed byte string. Labels consume it in order: label i
-// takes size bytes, then skips padding bytes. The sizes must add up to the
+// takes size bytes, then skips padding bytes; a label with of decodes the
+// bytes of an earlier label again and takes none. The sizes must add up to the
 // map's key size. Histogram keys end with a label named "bucket" holding the
 // slot number as an unsigned integer. Map values are u64 (8 bytes); per-CPU
 // maps hold one u64 per CPU and are summed.
