@@ -195,6 +195,9 @@ func checkLabel(cfg *config.Config, lp string, l config.Label, off, keySize int)
 func (p *Plan) labelsEnd(path string, labels []config.Label) (int, error) {
 	off := 0
 	for i, l := range labels {
+		if l.Of != "" {
+			continue // no bytes of its own; compileMetric checks it
+		}
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
 		if err := checkLabel(p.Config, lp, l, off, config.MaxKeySize); err != nil {
 			return 0, err
@@ -243,10 +246,19 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 	off := 0
 	for i, l := range labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
-		if err := checkLabel(cfg, lp, l, off, mp.KeySize); err != nil {
+		at, size := off, l.Size
+		if l.Of != "" {
+			// The bytes of an earlier label (config.Label.Of); validated
+			// by config, checked again for configs built in code.
+			j := slices.IndexFunc(labels[:i], func(e config.Label) bool { return e.Name == l.Of && e.Of == "" })
+			if j < 0 || l.Size != 0 || l.Padding != 0 {
+				return nil, cfg.Errorf(lp+".of", "no earlier label %s with bytes of its own, or size or padding set", config.Quote(l.Of))
+			}
+			at, size = mp.Labels[j].Off, mp.Labels[j].Size
+		} else if err := checkLabel(cfg, lp, l, off, mp.KeySize); err != nil {
 			return nil, err
 		}
-		chain, err := env.NewChain(l.Decoders, l.Size, p.stackReader)
+		chain, err := env.NewChain(l.Decoders, size, p.stackReader)
 		if err != nil {
 			var ce *decoder.ChainError
 			if errors.As(err, &ce) {
@@ -254,7 +266,7 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 			}
 			return nil, cfg.Errorf(lp+".decoders", "%s", config.Sanitize(err.Error()))
 		}
-		mp.Labels = append(mp.Labels, LabelPlan{Name: l.Name, Off: off, Size: l.Size, Chain: chain})
+		mp.Labels = append(mp.Labels, LabelPlan{Name: l.Name, Off: at, Size: size, Chain: chain})
 		// checkLabel bounds size and padding and off+size <= KeySize, so
 		// this stays far from overflowing.
 		off += l.Size + l.Padding

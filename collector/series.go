@@ -241,8 +241,8 @@ func (m *metric) series(key []byte) *series {
 		e.pos = pos
 		s = e.s
 	} else {
-		cache := rs.index.len() < rs.limit
-		s = m.decode(lk, cache)
+		var cache bool
+		s, cache = m.decode(lk, rs.index.len() < rs.limit)
 		if cache {
 			idx = rs.newEntry(keyEntry{s: s, seen: rs.gen, pos: pos})
 			rs.index.put(lk, idx)
@@ -354,30 +354,33 @@ func (rs *readState) newEntry(e keyEntry) int32 {
 }
 
 // decode decodes the labels of a key and returns the series of its label
-// set, creating it if needed. cached says whether the key will be cached:
-// the series of cached keys are kept in groups across reads.
-func (m *metric) decode(lk []byte, cached bool) *series {
+// set, creating it if needed. cached says whether the key may be cached,
+// and the result whether it is: not when a label's value is not settled
+// (decoder.Chain.DecodeSettled), so that the key is decoded again at the
+// next read. The series of cached keys are kept in groups across reads.
+func (m *metric) decode(lk []byte, cached bool) (*series, bool) {
 	rs := &m.rs
 	rs.buf, rs.ends = rs.buf[:0], rs.ends[:0]
 	for _, l := range m.Labels {
 		// Valid UTF-8, so without 0xff, the separator below.
-		out, err := l.Chain.DecodeBytes(lk[l.Off : l.Off+l.Size])
+		out, settled, err := l.Chain.DecodeSettled(lk[l.Off : l.Off+l.Size])
 		if err != nil {
 			if errors.Is(err, decoder.ErrSkip) {
-				return skipSeries
+				return skipSeries, cached
 			}
-			return rs.failure(err)
+			return rs.failure(err), cached
 		}
+		cached = cached && settled
 		rs.buf = append(rs.buf, out...)
 		rs.ends = append(rs.ends, len(rs.buf))
 		rs.buf = append(rs.buf, 0xff) // separator: 0xff never occurs in UTF-8
 	}
 	if s, ok := rs.groups[string(rs.buf)]; ok {
-		return s
+		return s, cached
 	}
 	if s, ok := rs.overflow[string(rs.buf)]; ok {
 		if !cached {
-			return s
+			return s, cached
 		}
 		// The series now has a cached key: keep it across reads.
 		delete(rs.overflow, string(rs.buf))
@@ -386,7 +389,7 @@ func (m *metric) decode(lk []byte, cached bool) *series {
 			rs.touched++
 		}
 		rs.groups[string(rs.buf)] = s
-		return s
+		return s, cached
 	}
 	joined := string(rs.buf)
 	values := make([]string, len(rs.ends))
@@ -401,7 +404,7 @@ func (m *metric) decode(lk []byte, cached bool) *series {
 	} else {
 		rs.overflow[joined] = s
 	}
-	return s
+	return s, cached
 }
 
 // emitCounters hands the read's active series to f, with their totals:

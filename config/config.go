@@ -5,11 +5,12 @@
 // <name>.yaml, which says which BPF maps of the object become which metrics
 // and how each map key is split into labels. The schema is a superset of the
 // one used by cloudflare/ebpf_exporter v2, so its configs load unchanged; the
-// keys we add (namespace, padding, sum_bucket, max_series, stack_map, ttl)
-// are optional.
+// keys we add (namespace, padding, sum_bucket, max_series, stack_map, ttl,
+// of) are optional.
 //
 // Every map key is a packed byte string. Labels consume it in order: label i
-// takes size bytes, then skips padding bytes. The sizes must add up to the
+// takes size bytes, then skips padding bytes; a label with of decodes the
+// bytes of an earlier label again and takes none. The sizes must add up to the
 // map's key size. Histogram keys end with a label named "bucket" holding the
 // slot number as an unsigned integer. A metric that lists no labels, or
 // only names with decoders (overrides), gets that list from the BTF type of
@@ -158,6 +159,12 @@ type Label struct {
 	// bytes in all.
 	Padding  int       `yaml:"padding"`
 	Decoders []Decoder `yaml:"decoders"`
+	// Of names an earlier label of the same key whose bytes this label
+	// decodes too, with its own decoders: one cgroup id field becomes
+	// the namespace, pod and container labels. A label with Of takes no
+	// bytes of the key: its size and padding are omitted (0), and the
+	// label it names has no Of itself.
+	Of string `yaml:"of"`
 }
 
 // Decoder is one step of the chain that turns a label's bytes into its value.

@@ -261,7 +261,14 @@ func (c *Config) validateLabels(path string, labels []Label, histogram bool, bud
 			return c.Errorf(lp+".name", "duplicate label %s", Quote(l.Name))
 		}
 		names[l.Name] = true
-		if overrides {
+		if l.Of != "" && overrides {
+			return c.Errorf(lp+".of", "label %s: of needs the key's labels written out (with size:); it does not combine with labels inferred from BTF", Quote(l.Name))
+		}
+		if l.Of != "" {
+			if err := c.validateOf(lp, l, labels[:i]); err != nil {
+				return err
+			}
+		} else if overrides {
 			if len(l.Decoders) == 0 {
 				return c.Errorf(lp+".decoders", "label %s sets neither a size nor decoders: an entry without a size overrides the decoders of the key field it names", Quote(l.Name))
 			}
@@ -288,6 +295,26 @@ func (c *Config) validateLabels(path string, labels []Label, histogram bool, bud
 		}
 	}
 	return nil
+}
+
+// validateOf checks label l, at lp, which decodes the bytes of the
+// earlier label it names (one of earlier).
+func (c *Config) validateOf(lp string, l Label, earlier []Label) error {
+	if l.Size != 0 {
+		return c.Errorf(lp+".size", "a label with of takes no bytes of the key: omit size (got %d)", l.Size)
+	}
+	if l.Padding != 0 {
+		return c.Errorf(lp+".padding", "a label with of takes no bytes of the key: omit padding (got %d)", l.Padding)
+	}
+	for _, e := range earlier {
+		if e.Name == l.Of {
+			if e.Of != "" {
+				return c.Errorf(lp+".of", "label %s decodes the bytes of another label itself: name that one", Quote(l.Of))
+			}
+			return nil
+		}
+	}
+	return c.Errorf(lp+".of", "no earlier label %s", Quote(l.Of))
 }
 
 // decoderNameRe is what a decoder name looks like; whether the decoder

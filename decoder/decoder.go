@@ -29,6 +29,9 @@
 //	majorminor  4/8-byte kernel dev_t → block device name
 //	ifname      4/8-byte ifindex → interface name
 //	cgroup      8-byte cgroup v2 id → cgroup path
+//	kube_namespace, kube_pod, kube_container
+//	            8-byte cgroup v2 id, or a cgroup path → the Kubernetes pod's
+//	            namespace, pod name, container name ("" if not a pod)
 //	dname       DNS wire-format name → "example.com"
 package decoder
 
@@ -42,6 +45,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/kube"
 )
 
 // Decoder decodes one step of a label's chain.
@@ -73,6 +77,11 @@ type Env struct {
 	// ProcRoot and SysRoot are "/proc" and "/sys" unless tests override them.
 	ProcRoot string
 	SysRoot  string
+	// Kube configures the pod resolver of the kube_* decoders. It is
+	// built when the first of them is (one watch of the node's pods for
+	// every config) and stopped by Close. nil means no API access: pods
+	// are named by UID.
+	Kube *kube.Options
 
 	shared
 }
@@ -116,6 +125,43 @@ func (c Chain) DecodeBytes(in []byte) ([]byte, error) {
 		out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
 	}
 	return out, nil
+}
+
+// DecodeSettled is DecodeBytes that also says whether the value is settled:
+// whether the same input will decode the same way later. A value is not
+// settled when a decoder of the chain printed a stand-in for what it does
+// not know yet but expects to learn (the kube decoders, for a pod the pod
+// watch has not delivered, or a container the pod's status does not list
+// yet); the caller should decode the input again next time rather than
+// keep the value. Decoders that do not implement it are settled.
+func (c Chain) DecodeSettled(in []byte) ([]byte, bool, error) {
+	out, settled := in, true
+	for i, d := range c {
+		var err error
+		if u, ok := d.(unsettler); ok {
+			var s bool
+			out, s, err = u.decodeSettled(out)
+			settled = settled && s
+		} else {
+			out, err = d.Decode(out)
+		}
+		if err != nil {
+			if err == ErrSkip {
+				return nil, true, err
+			}
+			return nil, true, &DecodeError{Index: i, Decoder: NameOf(d), Err: err}
+		}
+	}
+	if !utf8.Valid(out) {
+		out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
+	}
+	return out, settled, nil
+}
+
+// unsettler is a decoder whose output may not be settled (see
+// DecodeSettled).
+type unsettler interface {
+	decodeSettled(in []byte) ([]byte, bool, error)
 }
 
 // DecodeError is a decoder's failure on one map key: Decoder is the name of

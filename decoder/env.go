@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/kernel-exporter/kernel_exporter/kube"
 )
 
 // DefaultCacheSize is the size of each LRU cache when Env.CacheSize is not
@@ -42,7 +44,36 @@ type shared struct {
 	cgroupsOnce sync.Once
 	cgroups     *cgroupResolver
 	cgroupsErr  error
+
+	kubeOnce sync.Once
+	kube     *kube.Resolver
+	kubeErr  error
 }
+
+// kubeResolver returns the Env's pod resolver, built (and its watch
+// started) on first use from e.Kube.
+func (e *Env) kubeResolver() (*kube.Resolver, error) {
+	e.kubeOnce.Do(func() {
+		var opts kube.Options
+		if e.Kube != nil {
+			opts = *e.Kube
+		}
+		e.kube, e.kubeErr = kube.NewResolver(opts)
+	})
+	return e.kube, e.kubeErr
+}
+
+// Close stops what the Env runs in the background (the pod watch of the
+// kube_* decoders). Decoders keep working from what is cached.
+func (e *Env) Close() {
+	e.kubeOnce.Do(func() { e.kubeErr = errClosed })
+	if e.kube != nil {
+		e.kube.Close()
+	}
+}
+
+// errClosed is the error of kube decoders built after Env.Close.
+var errClosed = errors.New("decoder environment closed")
 
 // prefetchKallsyms is called by the decoders that read kallsyms (ksym,
 // kstack) when they are built: it starts reading the table in the

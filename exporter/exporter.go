@@ -23,6 +23,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
+	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
@@ -60,7 +61,11 @@ type Options struct {
 	// process has dropped CAP_PERFMON (privsep.Client); nil: Reattach
 	// opens them itself, as at load.
 	Tracepoints loader.TracepointOpener
-	Logger      *slog.Logger
+	// Kube configures the pod watch of the kube_* decoders, started when
+	// a config first uses one of them (one watch for every config); nil:
+	// pods are labelled by UID.
+	Kube   *kube.Options
+	Logger *slog.Logger
 }
 
 // DefaultLoadTimeout is the default of Options.LoadTimeout
@@ -151,6 +156,7 @@ func New(opts Options) *Exporter {
 // has ended or timed out, or when ctx is done. Start must be called once.
 func (e *Exporter) Start(ctx context.Context) {
 	env := decoder.NewEnv(min(e.opts.CacheSize, MaxDecoderCache))
+	env.Kube = e.opts.Kube
 	e.mu.Lock()
 	e.env = env
 	e.mu.Unlock()
@@ -424,6 +430,9 @@ func (e *Exporter) Close() {
 		delete(e.live, name)
 	}
 	e.Memory.ReleaseAll()
+	if e.env != nil {
+		e.env.Close()
+	}
 }
 
 // liveConfig is a config that is up or detached.

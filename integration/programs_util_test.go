@@ -419,6 +419,15 @@ type memCgroup struct {
 // /proc/self/mountinfo.
 func newMemCgroup(t *testing.T, limit int64) *memCgroup {
 	t.Helper()
+	return newMemCgroupAt(t, limit, "")
+}
+
+// newMemCgroupAt is newMemCgroup whose cgroup2 directory is below (a
+// relative path, "" for none) below the new directory; every level is
+// created, and with the memory controller in cgroup2 it is enabled down to
+// the leaf.
+func newMemCgroupAt(t *testing.T, limit int64, below string) *memCgroup {
+	t.Helper()
 	memV1, hasV1, v2, hasV2 := cgroupMounts(t)
 	if !hasV2 {
 		t.Fatal("no cgroup2 file system in /proc/self/mountinfo: the oomkill and direct_reclaim tests need one")
@@ -458,6 +467,15 @@ func newMemCgroup(t *testing.T, limit int64) *memCgroup {
 	v2dir := filepath.Join(v2.dir, name)
 	mkdir(v2dir)
 	cg.V2Path = strings.TrimSuffix(v2.root, "/") + "/" + name
+	levels := []string{v2dir} // v2dir's levels, for subtree_control
+	for c := range strings.SplitSeq(below, "/") {
+		if c != "" {
+			v2dir = filepath.Join(v2dir, c)
+			mkdir(v2dir)
+			cg.V2Path += "/" + c
+			levels = append(levels, v2dir)
+		}
+	}
 	cg.Procs = append(cg.Procs, filepath.Join(v2dir, "cgroup.procs"))
 	limitStr := strconv.FormatInt(limit, 10)
 
@@ -485,6 +503,9 @@ func newMemCgroup(t *testing.T, limit int64) *memCgroup {
 	sub, _ := os.ReadFile(filepath.Join(v2.dir, "cgroup.subtree_control"))
 	if !containsWord(string(sub), "memory") {
 		write(filepath.Join(v2.dir, "cgroup.subtree_control"), "+memory")
+	}
+	for _, dir := range levels[:len(levels)-1] {
+		write(filepath.Join(dir, "cgroup.subtree_control"), "+memory")
 	}
 	cg.LimitFile = filepath.Join(v2dir, "memory.max")
 	write(cg.LimitFile, limitStr)

@@ -25,12 +25,14 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/dump"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/privsep"
 	"github.com/kernel-exporter/kernel_exporter/programs"
@@ -73,6 +75,9 @@ func run() int {
 		noExpMetric = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").Bool()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
 		lifecycle   = app.Flag("web.enable-lifecycle", "Reload the configs on POST /-/reload (as SIGHUP does); without it that path answers 403.").Bool()
+		kubeNode    = app.Flag("kube.node-name", "Node whose pods the kube_namespace, kube_pod and kube_container decoders watch through the Kubernetes API (from the downward API's spec.nodeName).").Envar("NODE_NAME").String()
+		kubeConfig  = app.Flag("kube.kubeconfig", "Kubeconfig file of the Kubernetes API for the kube_* decoders. Default: the in-cluster service account when KUBERNETES_SERVICE_HOST is set, else no API access (pods are labelled by UID, containers by id).").String()
+		kubeCache   = app.Flag("kube.cache-size", fmt.Sprintf("Pods the kube_* decoders keep names of: this many live and this many deleted ones, 1 to %d.", kube.MaxCacheSize)).Default(strconv.Itoa(kube.DefaultCacheSize)).Int()
 		capsKeep    = app.Flag("capabilities.keep", "Capabilities to keep once every program is attached, besides CAP_BPF (which reading maps needs on kernels before 6.5): comma-separated names (cap_syslog, CAP_SYS_ADMIN, perfmon), \"none\", or \"all\" to drop nothing. Every other capability is dropped from all sets and no_new_privs is set.").Default("none").String()
 		webFlags    = kingpinflag.AddFlags(app, DefaultAddress)
 	)
@@ -179,6 +184,12 @@ func run() int {
 		log.Error("bad flags", "err", fmt.Sprintf("--config.max-series %d: must be 1 to %d", *maxSeries, config.MaxMaxSeries))
 		return 2
 	}
+	if *kubeCache < 1 || *kubeCache > kube.MaxCacheSize {
+		log.Error("bad flags", "err", fmt.Sprintf("--kube.cache-size %d: must be 1 to %d", *kubeCache, kube.MaxCacheSize))
+		return 2
+	}
+	// client-go logs through klog: send it to this process' log.
+	klog.SetSlogLogger(log)
 	memBytes, err := budget.ParseMemoryBudget(*memBudget)
 	if err != nil {
 		log.Error("bad flags", "err", err)
@@ -207,7 +218,8 @@ func run() int {
 		defer helper.Stop()
 		cpuOpts.EnableStats = helper.StatsFunc()
 	}
-	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Tracepoints: helper.Tracepoints(), Logger: log})
+	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Tracepoints: helper.Tracepoints(), Logger: log,
+		Kube: &kube.Options{NodeName: *kubeNode, Kubeconfig: *kubeConfig, CacheSize: *kubeCache, Logger: log}})
 	defer exp.Close()
 
 	// The first SIGINT or SIGTERM stops start-up or serving; a second one
