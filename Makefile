@@ -285,3 +285,26 @@ release:
 # ---------------------------------------------------------------------------
 # End of install and release section
 # ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# Kubernetes API server for tests (internal/kubetest)
+#
+#   make kube-apiserver  builds k8s.io/kubernetes $(KUBE_VERSION)'s
+#                        cmd/kube-apiserver from the Go module proxy into
+#                        .cache/kube-apiserver/$(KUBE_VERSION)/ (about 10
+#                        minutes of 2 cores the first time; cached by
+#                        version, a second run does nothing); see
+#                        tools/kube-apiserver/build.sh. The tests run it over
+#                        Debian's etcd-server.
+# ---------------------------------------------------------------------------
+
+KUBE_VERSION ?= v1.37.2
+
+.PHONY: kube-apiserver
+
+kube-apiserver:
+	GO=$(GO) KUBE_VERSION=$(KUBE_VERSION) tools/kube-apiserver/build.sh
+
+# ---------------------------------------------------------------------------
+# End of Kubernetes API server section
+# ---------------------------------------------------------------------------
