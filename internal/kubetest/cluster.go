@@ -142,6 +142,12 @@ func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
 		"--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=kubetest="+peerURL,
 		"--log-level=warn",
+		// etcd 3.4 < 3.4.31 does not answer the API server's progress
+		// requests, so its watch cache advances only on events and on
+		// etcd's periodic progress notifications (10 min by default):
+		// a watch on pods would time out with "Too large resource
+		// version" until a pod changes.
+		"--experimental-watch-progress-notify-interval=500ms",
 	)
 	if err != nil {
 		return nil, nil, err
@@ -156,6 +162,8 @@ func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		// The lease reconciler refuses a loopback advertise address
+		// for the kubernetes Service's endpoints: keep none.
 		"--endpoint-reconciler-type=none",
 		"--secure-port="+strconv.Itoa(ports[2]),
 		"--cert-dir="+dir,

@@ -248,8 +248,10 @@ func TestCluster(t *testing.T) {
 	f := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(saCfg), 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
 	inf := f.Core().V1().Pods().Informer()
-	f.Start(ctx.Done())
-	defer f.Shutdown()
+	stop := make(chan struct{})
+	f.Start(stop)
+	defer f.Shutdown() // after close(stop): Shutdown waits for the informers
+	defer close(stop)
 	syncCtx, syncCancel := context.WithTimeout(ctx, 20*time.Second)
 	defer syncCancel()
 	if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {

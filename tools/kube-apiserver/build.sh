@@ -93,12 +93,19 @@ done
 echo ")" >>"$src/go.mod"
 echo "kube-apiserver $KUBE_VERSION: $n staging modules -> $staging_version${stubs:+; not published, stubbed:$stubs}"
 
+# What hack/lib/version.sh stamps into a release build: /version and
+# kube-apiserver --version report the real version, not v0.0.0-master.
+minor=${staging_version#v0.}
+minor=${minor%%.*}
+vpkg=k8s.io/component-base/version
+ldflags="-s -w -X $vpkg.gitVersion=$KUBE_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
+
 mkdir -p "$(dirname "$out")"
 start=$SECONDS
 echo "kube-apiserver $KUBE_VERSION: go build (about 10 minutes the first time)"
 (
 	cd "$src"
-	"$here/../heartbeat.sh" nice -n "${NICE:-10}" "$GO" build -trimpath -ldflags='-s -w' -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+	"$here/../heartbeat.sh" nice -n "${NICE:-10}" "$GO" build -trimpath -ldflags="$ldflags" -o "$out.tmp" k8s.io/kubernetes/cmd/kube-apiserver
 )
 mv "$out.tmp" "$out"
 echo "kube-apiserver $KUBE_VERSION: built $out ($(du -h "$out" | cut -f1)) in $((SECONDS - start)) s"
