@@ -114,7 +114,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=make \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc
+TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server
 # QEMU without its recommended packages (GUI libraries): the matrix runs headless.
 QEMU_DEBS := qemu-system-x86
 
@@ -126,7 +126,9 @@ build:
 run: build
 	./$(BINARY) $(RUN_ARGS)
 
-# Installs only what is missing, so it is quick on a prepared machine.
+# Installs only what is missing, so it is quick on a prepared machine: the
+# Debian packages, then the kube-apiserver the Kubernetes tests run (built
+# once from the Go module proxy, cached in .cache/kube-apiserver).
 test-deps:
 	@missing=""; for p in $(TEST_DEBS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
@@ -143,6 +145,7 @@ test-deps:
 		echo "installing:$$qmissing"; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$qmissing; \
 	fi
+	$(MAKE) --no-print-directory kube-apiserver
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -154,8 +157,8 @@ vet:
 check: bpf-check fmt-check vet
 
 # The whole suite: unit and integration tests on this kernel, every fuzz
-# target for FUZZ_TIME, then the kernel matrix (Debian's 6.1 kernel under
-# QEMU). tools/heartbeat.sh prints a line whenever a phase has been silent
+# target for FUZZ_TIME, then the kernel matrix (Debian's 5.10 and 6.1
+# kernels under QEMU). tools/heartbeat.sh prints a line whenever a phase has been silent
 # for 30 s.
 FUZZ_TIME ?= 20s
 
@@ -172,8 +175,8 @@ fuzz:
 # Kernel test matrix
 #
 #   make test-kernels  run the TestMatrix* integration tests on this kernel,
-#                      then in Debian's 6.1 cloud kernel booted under QEMU
-#                      (TCG), and print a table per program, attach mode and
+#                      then in Debian 11's 5.10 and Debian 12's 6.1 cloud
+#                      kernels booted under QEMU (TCG), and print a table per program, attach mode and
 #                      kernel (tools/kernel-matrix/run.sh, docs/kernel-matrix.md).
 #                      Kernel packages are cached in .cache/kernels.
 # ---------------------------------------------------------------------------
