@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -119,18 +120,6 @@ func want(ids map[string]uint64, paths ...string) []uint64 {
 	return out
 }
 
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestFillAndPrune: the map holds exactly the matching cgroups after each
 // refresh; a stale key (from before start) and a removed cgroup are pruned,
 // a new matching one is added.
@@ -144,7 +133,7 @@ func TestFillAndPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Stop()
-	if got, w := m.sorted(), want(ids, "system.slice/a.service", "system.slice/b.service"); !equal(got, w) {
+	if got, w := m.sorted(), want(ids, "system.slice/a.service", "system.slice/b.service"); !slices.Equal(got, w) {
 		t.Fatalf("after start: keys %v, want %v", got, w)
 	}
 	if err := os.Remove(filepath.Join(mount, "system.slice/b.service")); err != nil {
@@ -154,7 +143,7 @@ func TestFillAndPrune(t *testing.T) {
 	if err := f.Refresh(); err != nil {
 		t.Fatal(err)
 	}
-	if got, w := m.sorted(), want(map[string]uint64{"a": ids["system.slice/a.service"], "c": ids2["system.slice/c.service"]}, "a", "c"); !equal(got, w) {
+	if got, w := m.sorted(), want(map[string]uint64{"a": ids["system.slice/a.service"], "c": ids2["system.slice/c.service"]}, "a", "c"); !slices.Equal(got, w) {
 		t.Fatalf("after refresh: keys %v, want %v", got, w)
 	}
 	if st := f.Stats(); st.Entries != 2 || st.Walks != 2 || st.Dropped != 0 {
@@ -184,7 +173,7 @@ func TestBounds(t *testing.T) {
 	if err := f.Refresh(); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.sorted(); !equal(got, before) {
+	if got := m.sorted(); !slices.Equal(got, before) {
 		t.Errorf("a cut-short walk changed the keys: %v, want %v", got, before)
 	}
 }

@@ -197,15 +197,9 @@ func acceptN(arg string) error {
 // copy of the config), with TestProgramAcceptPerProcess's exact
 // checks.
 func TestProgramAcceptPerProcessHelpers(t *testing.T) {
-	dir := t.TempDir()
-	writeBundledVariant(t, dir, "accept_per_process",
+	e, ms := startBundledVariant(t, "accept_per_process",
 		"      - [accept4_exit_btf, accept_exit_btf]\n      - [accept4_exit, accept_exit]\n",
 		"      - [accept4_exit, accept_exit]\n      - [accept4_exit_btf, accept_exit_btf]\n")
-	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=accept_per_process")
-	ms := e.Scrape()
-	if v := ms.Value("kernel_exporter_config_up", L("config", "accept_per_process")); v != 1 {
-		t.Fatalf("config_up{config=accept_per_process} = %v, want 1\n%s", v, e.Logs())
-	}
 	checkAttached(t, ms, "accept_per_process", "accept4_exit", "accept_exit")
 	checkAcceptPerProcess(t, e)
 }

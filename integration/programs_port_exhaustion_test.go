@@ -239,6 +239,22 @@ func TestMatrixPortExhaustion(t *testing.T) {
 // text old replaced by new: with the choices of an alternatives group
 // swapped, the fallback that older kernels take runs on this one (the
 // better choice, still in the group, is never loaded).
+// startBundledVariant starts the exporter with only a copy of bundled
+// program name whose YAML has old replaced by new (see
+// writeBundledVariant), checks that it is up, and returns the exporter and
+// its first scrape.
+func startBundledVariant(t *testing.T, name, old, new string) (*Exporter, Metrics) {
+	t.Helper()
+	dir := t.TempDir()
+	writeBundledVariant(t, dir, name, old, new)
+	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names="+name)
+	ms := e.Scrape()
+	if v := ms.Value("kernel_exporter_config_up", L("config", name)); v != 1 {
+		t.Fatalf("config_up{config=%s} = %v, want 1\n%s", name, v, e.Logs())
+	}
+	return e, ms
+}
+
 func writeBundledVariant(t *testing.T, dir, name, old, new string) {
 	t.Helper()
 	y, err := fs.ReadFile(programs.FS, name+".yaml")
@@ -289,15 +305,9 @@ func checkAttached(t *testing.T, ms Metrics, config string, progs ...string) {
 // swapped in a copy of the config), and checks the same exact
 // counts as TestProgramPortExhaustion.
 func TestProgramPortExhaustionEntryExit(t *testing.T) {
-	dir := t.TempDir()
-	writeBundledVariant(t, dir, "port_exhaustion",
+	e, before := startBundledVariant(t, "port_exhaustion",
 		"      - connect_exit_regs\n      - [connect_enter, connect_exit]\n",
 		"      - [connect_enter, connect_exit]\n      - connect_exit_regs\n")
-	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=port_exhaustion")
-	before := e.Scrape()
-	if v := before.Value("kernel_exporter_config_up", L("config", "port_exhaustion")); v != 1 {
-		t.Fatalf("config_up{config=port_exhaustion} = %v, want 1\n%s", v, e.Logs())
-	}
 	var progs []string
 	if kernelCaps(t).fentry {
 		progs = append(progs, "hash_connect_fentry", "hash_connect_fexit", "check4_fentry", "check6_fentry")

@@ -47,21 +47,7 @@ func TestMatrixSoftirqRaise(t *testing.T) {
 	}
 	r.attach = "tp_btf (2 programs)"
 
-	p1 := procSoftirqs(t)
-	a := e.Scrape()
-	p3 := procSoftirqs(t)
-	buf := make([]byte, 100)
-	for i := range n {
-		if err := sendN(tx, loopback4(rxPort), 1, 100); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := unixRecvfrom(rx, buf); err != nil {
-			t.Fatalf("receive #%d: %v", i, err)
-		}
-	}
-	p4 := procSoftirqs(t)
-	b := e.Scrape()
-	p2 := procSoftirqs(t)
+	a, b, p1, p2, p3, p4 := softirqWindows(t, e, tx, rx, rxPort, n)
 
 	for _, vec := range softirqVectors {
 		ra := uint64(a.Value(raises, L("vector", vec)))

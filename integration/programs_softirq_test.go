@@ -79,21 +79,7 @@ func TestProgramSoftirq(t *testing.T) {
 	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", "softirq")); v != 1 {
 		t.Fatalf("config_up{config=softirq} = %v, want 1\n%s", v, e.Logs())
 	}
-	p1 := procSoftirqs(t)
-	a := e.Scrape()
-	p3 := procSoftirqs(t)
-	buf := make([]byte, 100)
-	for i := range n {
-		if err := sendN(tx, loopback4(rxPort), 1, 100); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := unixRecvfrom(rx, buf); err != nil {
-			t.Fatalf("receive #%d: %v", i, err)
-		}
-	}
-	p4 := procSoftirqs(t)
-	b := e.Scrape()
-	p2 := procSoftirqs(t)
+	a, b, p1, p2, p3, p4 := softirqWindows(t, e, tx, rx, rxPort, n)
 
 	count := func(ms Metrics, name, vec string) (uint64, float64) {
 		c, s, _ := ms.Hist(name, L("vector", vec), 1)
@@ -126,4 +112,29 @@ func TestProgramSoftirq(t *testing.T) {
 	if lb-la < 1 || lb-la > db-da+cpus {
 		t.Errorf("%s{vector=NET_RX} count moved by %d, want within [1, %d]", latency, lb-la, db-da+cpus)
 	}
+}
+
+// softirqWindows sends n UDP datagrams from socket tx to rx (bound to
+// rxPort on loopback), receiving each, between two scrapes a and b of e,
+// and reads /proc/softirqs around and inside them:
+//
+//	p1  scrape a  p3  [traffic]  p4  scrape b  p2
+func softirqWindows(t *testing.T, e *Exporter, tx, rx, rxPort, n int) (a, b Metrics, p1, p2, p3, p4 map[string]uint64) {
+	t.Helper()
+	p1 = procSoftirqs(t)
+	a = e.Scrape()
+	p3 = procSoftirqs(t)
+	buf := make([]byte, 100)
+	for i := range n {
+		if err := sendN(tx, loopback4(rxPort), 1, 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := unixRecvfrom(rx, buf); err != nil {
+			t.Fatalf("receive #%d: %v", i, err)
+		}
+	}
+	p4 = procSoftirqs(t)
+	b = e.Scrape()
+	p2 = procSoftirqs(t)
+	return a, b, p1, p2, p3, p4
 }

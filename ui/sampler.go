@@ -2,6 +2,7 @@ package ui
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -146,7 +147,7 @@ func (st *state) add(now time.Time, snaps []*collector.Snapshot) {
 			switch f.Kind {
 			case collector.KindHistogram:
 				m := st.hists[key]
-				if m == nil || !sameBounds(m.Upper, f.Upper) {
+				if m == nil || !slices.Equal(m.Upper, f.Upper) {
 					if m == nil {
 						st.order = append(st.order, key)
 					}
@@ -208,18 +209,6 @@ func labelKey(buf []byte, f *collector.Family, i int) []byte {
 		buf = append(buf, 0xff)
 	}
 	return buf
-}
-
-func sameBounds(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // firstValid returns the oldest sequence number still in the ring.
