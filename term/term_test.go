@@ -330,7 +330,7 @@ func TestParseTarget(t *testing.T) {
 	if _, _, err := ParseTarget(CommandTop, "syscalls.x", ""); err == nil || err.Error() != `top "syscalls.x": top takes a program name, not a metric` {
 		t.Errorf("ParseTarget(top syscalls.x) = %v", err)
 	}
-	if _, _, err := ParseTarget(CommandHist, "nosuch", ""); err == nil || !strings.HasPrefix(err.Error(), `hist: no bundled program "nosuch" (bundled: accept_latency, biolatency, `) {
+	if _, _, err := ParseTarget(CommandHist, "nosuch", ""); err == nil || !strings.HasPrefix(err.Error(), `hist: no bundled program "nosuch" (bundled: accept_latency, accept_per_process, biolatency, `) {
 		t.Errorf("ParseTarget(nosuch) = %v, want the bundled programs listed", err)
 	}
 	if _, _, err := ParseTarget(CommandHist, "../etc", ""); err == nil || !strings.Contains(err.Error(), "config name") {
