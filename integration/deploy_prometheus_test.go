@@ -34,16 +34,17 @@ var deployNoEvent = map[string]string{
 // does for the deployed files, by metric (a doc's line numbers move): an
 // expression reading one of these metrics need not return data.
 var deployNoEventMetrics = map[string]string{
-	"kernel_oom_kills_total":                    "no OOM kill is caused",
-	"kernel_direct_reclaim_seconds_sum":         "the test causes no direct reclaim",
-	"kernel_direct_reclaim_seconds_count":       "the test causes no direct reclaim",
-	"kernel_direct_reclaim_seconds_bucket":      "the test causes no direct reclaim",
-	"kernel_tcp_retransmits_total":              "loopback TCP loses no segment, so nothing is retransmitted",
-	"kernel_tcp_window_scale_mismatches_total":  "no peer announces a window scale it does not use",
-	"kernel_tcp_collapse_latency_seconds_count": "no receive queue is collapsed",
-	"kernel_tcp_collapse_latency_seconds_sum":   "no receive queue is collapsed",
-	"kernel_tcp_syncookies_sent_total":          "no SYN queue overflows",
-	"kernel_socket_buffer_limit_exceeded_total": "no protocol memory limit (tcp_mem, udp_mem) is reached",
+	"kernel_oom_kills_total":                     "no OOM kill is caused",
+	"kernel_direct_reclaim_seconds_sum":          "the test causes no direct reclaim",
+	"kernel_direct_reclaim_seconds_count":        "the test causes no direct reclaim",
+	"kernel_direct_reclaim_seconds_bucket":       "the test causes no direct reclaim",
+	"kernel_tcp_retransmits_total":               "loopback TCP loses no segment, so nothing is retransmitted",
+	"kernel_tcp_window_scale_mismatches_total":   "no peer announces a window scale it does not use",
+	"kernel_tcp_collapse_latency_seconds_count":  "no receive queue is collapsed",
+	"kernel_tcp_collapse_latency_seconds_sum":    "no receive queue is collapsed",
+	"kernel_tcp_syncookies_sent_total":           "no SYN queue overflows",
+	"kernel_socket_buffer_limit_exceeded_total":  "no protocol memory limit (tcp_mem, udp_mem) is reached",
+	"kernel_inet_hash_connect_ports_checked_sum": "port_exhaustion's search-length groups need fentry or kprobes",
 }
 
 // TestDeployExprsReturnData runs the exporter with the programs the
@@ -100,9 +101,13 @@ func TestDeployExprsReturnData(t *testing.T) {
 	}
 
 	ioDir := ioTempDir(t)
+	dns := deployCgroupAndDNS(t)
 	e := Start(t, "--programs=all")
 	base := startPrometheusRules(t, strings.TrimPrefix(e.URL, "http://"), ruleFiles)
 	native := startPrometheus(t, strings.TrimPrefix(e.URL, "http://"), "--enable-feature=native-histograms")
+	// connect() failing with EADDRNOTAVAIL (port_exhaustion), once: port
+	// exhaustion in a private network namespace.
+	exhaustPorts(t, 2, 2)
 	server := func(x deploy.Expr) string {
 		if x.Native {
 			return native
@@ -113,7 +118,7 @@ func TestDeployExprsReturnData(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); deployWorkload(ctx, t, ioDir) }()
+	go func() { defer wg.Done(); deployWorkload(ctx, t, ioDir, dns) }()
 	defer func() { cancel(); wg.Wait() }()
 
 	all := slices.Concat(dash, rules, docs)
@@ -180,6 +185,11 @@ func TestDeployExprsReturnData(t *testing.T) {
 	}
 }
 
+// deployNoEventMatch does the same by a part of the expression.
+var deployNoEventMatch = map[string]string{
+	`comm="nginx"`: "no process named nginx runs in the test",
+}
+
 // noEventReason says why x need not return data although its programs are
 // up (deployNoEvent, deployNoEventMetrics), or "".
 func noEventReason(x deploy.Expr, recorded map[string][]string) string {
@@ -188,6 +198,11 @@ func noEventReason(x deploy.Expr, recorded map[string][]string) string {
 	}
 	for _, m := range deployBaseMetrics(x.Data, recorded) {
 		if why := deployNoEventMetrics[m]; why != "" {
+			return why
+		}
+	}
+	for part, why := range deployNoEventMatch {
+		if strings.Contains(x.Data, part) {
 			return why
 		}
 	}
@@ -225,13 +240,77 @@ func downPrograms(t *testing.T, base string, progs map[string]string, recorded m
 	return down
 }
 
+// deployCgroupAndDNS sets up the events of the programs that need more
+// than the loop of deployWorkload: a cgroup <cgroup2>/system.slice/<name>.service,
+// which runqlat_cgroup's bundled allow list matches, with a child sleeping
+// 1 ms in a loop in it, and a DNS server on 127.0.0.1:53
+// in a private netns answering at once. It returns a UDP socket in that
+// netns from which deployWorkload sends queries.
+func deployCgroupAndDNS(t *testing.T) int {
+	t.Helper()
+	v2 := cgroup2Dir(t)
+	slice := filepath.Join(v2.dir, "system.slice")
+	if err := os.Mkdir(slice, 0o755); err == nil {
+		t.Cleanup(func() { rmdirRetry(t, slice) })
+	} else if !os.IsExist(err) {
+		t.Fatalf("create cgroup: %v", err)
+	}
+	cg := filepath.Join(slice, randomName(t, "kx-deploy-")+".service")
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatalf("create cgroup: %v", err)
+	}
+	sleeper := childCmd(t, "nanosleeps", "100000", []string{filepath.Join(cg, "cgroup.procs")})
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last-in first-out: the child ends before its cgroup
+	// is removed.
+	t.Cleanup(func() { rmdirRetry(t, cg) })
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+
+	ns := newThreadNetns(t)
+	var server, client int
+	if err := ns.Run(func() (err error) {
+		if server, err = udpSocket(t, loopback4(53)); err != nil {
+			return err
+		}
+		client, err = udpSocket(t, loopback4(0))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetsockoptTimeval(client, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var srv sync.WaitGroup
+	srv.Add(1)
+	go serveDNS(server, 0, &srv)
+	t.Cleanup(func() {
+		unix.Shutdown(server, unix.SHUT_RDWR)
+		srv.Wait()
+	})
+	return client
+}
+
+// rmdirRetry removes the cgroup directory dir, retrying for 5 s while its
+// last task exits.
+func rmdirRetry(t *testing.T, dir string) {
+	for range 50 {
+		if err := unix.Rmdir(dir); err == nil || err == unix.ENOENT {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("remove cgroup %s", dir)
+}
+
 // deployWorkload causes, until ctx ends, the events the expressions count:
 // O_DIRECT I/O in dir (biolatency), loopback TCP connections (tcp_states,
 // timers, net_tx_size), execs of /bin/true (exec, syscalls), one of them
 // with too few file descriptors to open a file (EMFILE), UDP to a
 // closed port (packet_drops NO_SOCKET) and to a socket with the smallest
 // receive buffer (rcvqueue_full ENOMEM, packet_drops SOCKET_RCVBUFF).
-func deployWorkload(ctx context.Context, t *testing.T, dir string) {
+func deployWorkload(ctx context.Context, t *testing.T, dir string, dns int) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Errorf("listen: %v", err)
@@ -289,6 +368,14 @@ func deployWorkload(ctx context.Context, t *testing.T, dir string) {
 		_ = exec.Command("/bin/sh", "-c", "ulimit -n 3; /bin/true").Run()
 		_ = sendN(sender, loopback4(fullPort), 50, 1000)
 		_ = sendN(sender, loopback4(closedPort), 10, 100)
+		// A DNS query to the server of deployCgroupAndDNS (dns_latency):
+		// NOERROR for even ids, NXDOMAIN for odd ones.
+		for id := range uint16(2) {
+			if err := unix.Sendto(dns, dnsQuery(id), 0, loopback4(53)); err == nil {
+				buf := make([]byte, 512)
+				_, _, _ = unix.Recvfrom(dns, buf, 0)
+			}
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }

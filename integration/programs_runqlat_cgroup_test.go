@@ -102,15 +102,7 @@ func TestMatrixRunqlatCgroup(t *testing.T) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatalf("create cgroup: %v", err)
 		}
-		t.Cleanup(func() {
-			for range 50 {
-				if err := unix.Rmdir(dir); err == nil || err == unix.ENOENT {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			t.Errorf("remove cgroup %s", dir)
-		})
+		t.Cleanup(func() { rmdirRetry(t, dir) })
 		p := strings.TrimSuffix(v2.root, "/") + "/" + base + "-" + suffix
 		return filepath.Join(dir, "cgroup.procs"), p
 	}
