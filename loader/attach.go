@@ -77,6 +77,8 @@ func attach(ps *ebpf.ProgramSpec, prog *ebpf.Program, env *attachEnv) (link.Link
 		return attachUSDT(target, ps, prog, env)
 	case "perf_event":
 		return attachPerfEvents(ps, prog, env)
+	case "xdp":
+		return attachXDP(sec, target, prog)
 	}
 	return nil, fmt.Errorf("section %q: attach type %q is not supported", sec, k)
 }

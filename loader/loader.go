@@ -17,6 +17,7 @@
 //	perf_event                                        per-CPU perf events ("perf_events" list)
 //	perf_event/type=<n>,config=<n>,frequency=<n>      per-CPU perf event given in the section
 //	                                                  (or period=<n>; see parsePerfSection)
+//	xdp/<interface>                                   XDP on that network interface (5.9+ link)
 //
 // A failure is never fatal to the process: Load returns an error describing
 // the first problem (with the verifier log's last lines for a rejected
