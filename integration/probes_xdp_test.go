@@ -84,8 +84,10 @@ func sendUDPFromNetns(nsPath string, dst *net.UDPAddr, n int) error {
 }
 
 // TestXDPInterface attaches SEC("xdp/<if>") to one end of a veth pair whose
-// other end is in a private network namespace, sends N UDP datagrams from
-// that namespace, and checks that the program counted exactly N of them.
+// other end is in a private network namespace (driver mode), sends N UDP
+// datagrams from that namespace, and checks that the program counted
+// exactly N of them; the same with SEC("xdp/lo") (generic mode) and N
+// datagrams to 127.0.0.1.
 // A section naming a missing interface is down with a reason naming the
 // section and the interface; when the exporter stops, the interface has no
 // XDP program left.
@@ -116,13 +118,17 @@ func TestXDPInterface(t *testing.T) {
 	src := filepath.Join("integration", "testdata", "probes", "xdp.bpf.c")
 	compileBPF(t, src, filepath.Join(dir, "xdp_veth.bpf.o"), `-DXDP_SECTION="xdp/`+host+`"`)
 	compileBPF(t, src, filepath.Join(dir, "xdp_missing.bpf.o"), `-DXDP_SECTION="xdp/kenosuch0"`)
+	compileBPF(t, src, filepath.Join(dir, "xdp_lo.bpf.o"), `-DXDP_SECTION="xdp/lo"`)
+	writeProbeConfig(t, dir, "xdp_lo", xdpConfig("xdp_lo"))
 	writeProbeConfig(t, dir, "xdp_veth", xdpConfig("xdp_veth"))
 	writeProbeConfig(t, dir, "xdp_missing", xdpConfig("xdp_missing"))
 
-	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=xdp_veth,xdp_missing")
+	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=xdp_veth,xdp_missing,xdp_lo")
 	ms := e.Scrape()
-	if v := ms.Value("kernel_exporter_config_up", L("config", "xdp_veth")); v != 1 {
-		t.Fatalf("config xdp_veth is not up\n%s", e.Logs())
+	for _, c := range []string{"xdp_veth", "xdp_lo"} {
+		if v := ms.Value("kernel_exporter_config_up", L("config", c)); v != 1 {
+			t.Fatalf("config %s is not up\n%s", c, e.Logs())
+		}
 	}
 	if v := ms.Value("kernel_exporter_config_up", L("config", "xdp_missing")); v != 0 {
 		t.Errorf("config xdp_missing up, want down")
@@ -131,7 +137,12 @@ func TestXDPInterface(t *testing.T) {
 	if want := `section "xdp/kenosuch0": network interface kenosuch0 not found`; !strings.Contains(reasons, want) {
 		t.Errorf("xdp_missing: no reason %q in:\n%s", want, reasons)
 	}
-	if out := ipRun(t, ip, "link", "show", "dev", host); !strings.Contains(out, "prog/xdp") {
+	// The veth driver runs XDP natively ("xdp"); loopback has no driver
+	// XDP, so the kernel runs it in generic mode ("xdpgeneric").
+	if out := ipRun(t, ip, "link", "show", "dev", "lo"); !strings.Contains(out, " xdpgeneric ") {
+		t.Errorf("exporter running: lo has no generic XDP program:\n%s", out)
+	}
+	if out := ipRun(t, ip, "link", "show", "dev", host); !strings.Contains(out, " xdp ") || !strings.Contains(out, "prog/xdp") {
 		t.Errorf("exporter running: %s has no XDP program:\n%s", host, out)
 	} else {
 		t.Logf("attached: %s", strings.Join(strings.Fields(out), " "))
@@ -152,10 +163,34 @@ func TestXDPInterface(t *testing.T) {
 		t.Errorf("xdp on %s counted %v test datagrams, want %d", host, got, n)
 	}
 
+	// The reference's own example: xdp/lo, datagrams to 127.0.0.1.
+	baseLo := ms.Value("xdp_lo_xdp_packets_total", L("kind", "udp_test"))
+	c, err := net.ListenUDP("udp4", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if _, err := c.WriteToUDP([]byte("kernel_exporter xdp test"), &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: xdpTestPort}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	Eventually(t, 5*time.Second, func() bool {
+		return e.Scrape().Value("xdp_lo_xdp_packets_total", L("kind", "udp_test"))-baseLo >= n
+	}, "xdp_lo: %d UDP datagrams not counted", n)
+	gotLo := e.Scrape().Value("xdp_lo_xdp_packets_total", L("kind", "udp_test")) - baseLo
+	t.Logf("xdp on lo counted %v test datagrams (want %d)", gotLo, n)
+	if gotLo != n {
+		t.Errorf("xdp on lo counted %v test datagrams, want %d", gotLo, n)
+	}
+
 	if err := e.Stop(); err != nil {
 		t.Logf("stop: %v", err)
 	}
 	if out := ipRun(t, ip, "link", "show", "dev", host); strings.Contains(out, "prog/xdp") {
 		t.Errorf("exporter stopped: %s still has an XDP program:\n%s", host, out)
+	}
+	if out := ipRun(t, ip, "link", "show", "dev", "lo"); strings.Contains(out, "prog/xdp") {
+		t.Errorf("exporter stopped: lo still has an XDP program:\n%s", out)
 	}
 }
