@@ -17,7 +17,8 @@ import (
 // (skb) path otherwise. Should the driver refuse the program, the attach is
 // retried in generic mode. The link detaches when closed, and when the
 // exporter exits. Errors name the section and the interface: a missing
-// interface, or an interface that already has an XDP program (EBUSY).
+// interface, an interface that already has an XDP program (EBUSY), or a
+// missing CAP_NET_ADMIN (EPERM), which attaching XDP needs besides CAP_BPF.
 func attachXDP(sec, ifname string, prog *ebpf.Program) (link.Link, error) {
 	if ifname == "" {
 		return nil, fmt.Errorf("section %q: want xdp/<interface>", sec)
@@ -35,6 +36,9 @@ func attachXDP(sec, ifname string, prog *ebpf.Program) (link.Link, error) {
 	}
 	if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
 		return nil, fmt.Errorf("section %q: interface %s already has an XDP program: %w", sec, ifname, err)
+	}
+	if isPermission(err) {
+		return nil, fmt.Errorf("section %q: attach XDP to interface %s: %w (needs CAP_NET_ADMIN besides CAP_BPF; grant it, e.g. AmbientCapabilities=CAP_NET_ADMIN in the systemd unit)", sec, ifname, err)
 	}
 	if errors.Is(err, link.ErrNotSupported) {
 		return nil, fmt.Errorf("XDP links %w (5.9+): section %q, interface %s: %v", ErrUnsupported, sec, ifname, err)
