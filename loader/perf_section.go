@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
 // Perf event parameters carried in a section name, as ebpf_exporter's
@@ -21,8 +23,8 @@ import (
 //	           /sys/bus/event_source/devices/<pmu>/type (0 to 65535)
 //	config     perf_event_attr.config: the event of that type (for type 1:
 //	           0 cpu-clock, 1 task-clock, 2 page-faults ...), a 64-bit value
-//	frequency  samples per second per CPU (1 to 1,000,000; the kernel caps
-//	           it at kernel.perf_event_max_sample_rate)
+//	frequency  samples per second per CPU (1 to 100,000; the kernel may cap
+//	           it lower: kernel.perf_event_max_sample_rate)
 //	period     one sample every N events (1 to 2^63-1)
 //
 // type and config are required, and exactly one of frequency and period.
@@ -45,12 +47,11 @@ const (
 	// maxPerfType bounds perf_event_attr.type: the fixed types are 0 to 5,
 	// dynamic PMU types are small numbers handed out by the kernel's idr.
 	maxPerfType = 65535
-	// maxPerfFrequency bounds a sample frequency (the kernel's default
-	// kernel.perf_event_max_sample_rate is 100000).
-	maxPerfFrequency = 1000000
-	// maxPerfPeriod bounds a sample period (sample_period is a u64 the
-	// kernel treats as signed in places).
-	maxPerfPeriod = 1<<63 - 1
+	// maxPerfFrequency and maxPerfPeriod are the bounds of a perf_events
+	// config entry: 100,000 samples per second (the kernel's default
+	// kernel.perf_event_max_sample_rate) and 2^63-1 events.
+	maxPerfFrequency = config.MaxPerfFrequency
+	maxPerfPeriod    = config.MaxPerfPeriod
 )
 
 // perfTypeName describes perf_event_attr.type t for errors.

@@ -33,7 +33,7 @@ func TestParsePerfSection(t *testing.T) {
 		"perf_event/type=1,config=0,frequency=9,period=9":           "frequency and period are exclusive",
 		"perf_event/type=1,type=1,config=0,frequency=9":             "parameter type given twice",
 		"perf_event/type=65536,config=0,frequency=9":                "type=65536 out of range (0 to 65535)",
-		"perf_event/type=1,config=0,frequency=0":                    "frequency=0 out of range (1 to 1000000",
+		"perf_event/type=1,config=0,frequency=0":                    "frequency=0 out of range (1 to 100000 samples",
 		"perf_event/type=1,config=0,frequency=1000001":              "frequency=1000001 out of range",
 		"perf_event/type=1,config=0,period=0":                       "period=0 out of range",
 		"perf_event/type=1,config=0,period=9223372036854775808":     "period=9223372036854775808 out of range",
