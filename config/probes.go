@@ -22,7 +22,10 @@ import (
 type Uprobe struct {
 	// Program is the C function name of the BPF program.
 	Program string `yaml:"program"`
-	// Binary is the absolute path of the executable or shared library.
+	// Binary is the absolute path of the executable or shared library, or
+	// a bare library name with ".so" in it ("libc.so.6"), found as the
+	// dynamic loader finds it: /etc/ld.so.cache, then the standard library
+	// directories.
 	Binary string `yaml:"binary"`
 	// Symbol is an ELF symbol (function) of Binary.
 	Symbol string `yaml:"symbol"`
@@ -165,14 +168,21 @@ func (c *Config) validateProbes() error {
 		}
 		return nil
 	}
-	checkBinary := func(path, bin string) error {
+	checkBinary := func(path, bin string, bareLib bool) error {
 		if bin == "" {
 			return c.Errorf(path+".binary", "missing binary (absolute path of an executable or shared library)")
 		}
 		if len(bin) > MaxPath {
 			return c.Errorf(path+".binary", "path longer than %d bytes (%d)", MaxPath, len(bin))
 		}
-		if !filepath.IsAbs(bin) {
+		// A uprobe binary may be a bare library name ("libc.so.6"), which
+		// the loader resolves through /etc/ld.so.cache and the standard
+		// library directories.
+		if bareLib && !strings.ContainsRune(bin, '/') {
+			if !strings.Contains(bin, ".so") || bin == "." || bin == ".." {
+				return c.Errorf(path+".binary", "binary must be an absolute path or a bare library name (libc.so.6), got %s", Quote(bin))
+			}
+		} else if !filepath.IsAbs(bin) {
 			return c.Errorf(path+".binary", "binary must be an absolute path, got %s", Quote(bin))
 		}
 		if strings.IndexByte(bin, 0) >= 0 || !utf8.ValidString(bin) {
@@ -200,7 +210,7 @@ func (c *Config) validateProbes() error {
 		if err := checkProgram(path, u.Program); err != nil {
 			return err
 		}
-		if err := checkBinary(path, u.Binary); err != nil {
+		if err := checkBinary(path, u.Binary, true); err != nil {
 			return err
 		}
 		if err := checkSymbol(path+".symbol", u.Symbol); err != nil {
@@ -221,7 +231,7 @@ func (c *Config) validateProbes() error {
 		if err := checkProgram(path, u.Program); err != nil {
 			return err
 		}
-		if err := checkBinary(path, u.Binary); err != nil {
+		if err := checkBinary(path, u.Binary, false); err != nil {
 			return err
 		}
 		if u.Provider == "" {

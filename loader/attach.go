@@ -77,6 +77,8 @@ func attach(ps *ebpf.ProgramSpec, prog *ebpf.Program, env *attachEnv) (link.Link
 		return attachUSDT(target, ps, prog, env)
 	case "perf_event":
 		return attachPerfEvents(ps, prog, env)
+	case "xdp":
+		return attachXDP(sec, target, prog)
 	}
 	return nil, fmt.Errorf("section %q: attach type %q is not supported", sec, k)
 }
@@ -97,7 +99,8 @@ func kprobesAvailable() bool {
 }
 
 // attachUprobe parses "<path>:<symbol>[+<offset>]" (path may be absolute,
-// as in "uprobe//usr/bin/bash:readline").
+// as in "uprobe//usr/bin/bash:readline", or a bare library name, as in
+// "uprobe/libc.so.6:malloc", resolved by ResolveLibrary).
 func attachUprobe(k, target string, prog *ebpf.Program) (link.Link, error) {
 	i := strings.LastIndexByte(target, ':')
 	if i <= 0 || i == len(target)-1 {
@@ -111,6 +114,12 @@ func attachUprobe(k, target string, prog *ebpf.Program) (link.Link, error) {
 			return nil, fmt.Errorf("section %s/%s: bad offset %q", k, target, off)
 		}
 		sym, offset = s, v
+	}
+	// A bare library name ("libc.so.6") is found as the dynamic loader
+	// finds it.
+	path, err := ResolveLibrary(path)
+	if err != nil {
+		return nil, fmt.Errorf("section %s/%s: %w", k, target, err)
 	}
 	tgt, err := openUprobeTarget(path, "uprobe target")
 	if err != nil {

@@ -41,7 +41,7 @@ func (a Alternative) ChosenName() string {
 
 // AttachKinds are the values accepted in Options.DisableAttach: the attach
 // kinds of section names, as in "fentry/do_sendfile".
-var AttachKinds = []string{"fentry", "fexit", "fmod_ret", "kprobe", "kretprobe", "tracepoint", "raw_tp", "tp_btf", "uprobe", "uretprobe", "usdt", "perf_event"}
+var AttachKinds = []string{"fentry", "fexit", "fmod_ret", "kprobe", "kretprobe", "tracepoint", "raw_tp", "tp_btf", "uprobe", "uretprobe", "usdt", "perf_event", "xdp"}
 
 // canonicalKind maps section prefix aliases to the names in AttachKinds.
 func canonicalKind(section string) string {

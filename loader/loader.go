@@ -10,10 +10,14 @@
 //	tp_btf/<event>                                    BTF-typed raw tracepoint (5.5+)
 //	fentry/<func>, fexit/<func>                       BPF trampoline (5.5+)
 //	kprobe/<func>, kretprobe/<func>                   kprobe (CONFIG_KPROBES)
-//	uprobe/<path>:<symbol>[+<offset>], uretprobe/...  uprobe
+//	uprobe/<path>:<symbol>[+<offset>], uretprobe/...  uprobe (path absolute, or a bare library
+//	                                                  name such as libc.so.6: see ResolveLibrary)
 //	uprobe, uretprobe                                 uprobes listed under "uprobes" in the config
 //	usdt/<path>:<provider>:<name>, usdt               USDT probe sites (bare: "usdt" list)
 //	perf_event                                        per-CPU perf events ("perf_events" list)
+//	perf_event/type=<n>,config=<n>,frequency=<n>      per-CPU perf event given in the section
+//	                                                  (or period=<n>; see parsePerfSection)
+//	xdp/<interface>                                   XDP on that network interface (5.9+ link)
 //
 // A failure is never fatal to the process: Load returns an error describing
 // the first problem (with the verifier log's last lines for a rejected

@@ -24,20 +24,39 @@ var perfTypes = map[string]uint32{
 
 // attachPerfEvents opens each perf event listed for a perf_event program on
 // every online CPU (all processes: pid -1) and attaches the program to it.
-// CPUs that come online later are not covered.
+// A "perf_event/type=...,config=..." section carries its one event in its
+// name instead (see parsePerfSection). CPUs that come online later are not
+// covered.
 func attachPerfEvents(ps *ebpf.ProgramSpec, prog *ebpf.Program, env *attachEnv) (link.Link, error) {
-	events := env.perfEvents(ps.Name)
-	if len(events) == 0 {
-		return nil, fmt.Errorf("program %s has no target: list it under perf_events in the config", ps.Name)
+	var specs []perfSpec
+	if _, params, _ := strings.Cut(ps.SectionName, "/"); params != "" {
+		s, err := parsePerfSection(ps.SectionName)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
+	}
+	for _, ev := range env.perfEvents(ps.Name) {
+		evConfig, ok := config.LookupPerfEvent(ev.Type, ev.Name)
+		if !ok {
+			return nil, fmt.Errorf("unknown %s perf event %q", ev.Type, ev.Name)
+		}
+		specs = append(specs, perfSpec{
+			typ: perfTypes[ev.Type], config: evConfig, frequency: ev.Frequency, period: ev.Period,
+			what: fmt.Sprintf("%s event %q", ev.Type, ev.Name),
+		})
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("program %s has no target: list it under perf_events in the config, or give the event in its section, as in perf_event/type=1,config=0,frequency=99", ps.Name)
 	}
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
 	}
 	ml := &multiLink{}
-	for _, ev := range events {
+	for _, s := range specs {
 		for _, cpu := range cpus {
-			if err := attachPerfEvent(ev, cpu, prog, ml); err != nil {
+			if err := attachPerfEvent(s, cpu, prog, ml); err != nil {
 				ml.Close()
 				return nil, err
 			}
@@ -48,20 +67,16 @@ func attachPerfEvents(ps *ebpf.ProgramSpec, prog *ebpf.Program, env *attachEnv) 
 
 // attachPerfEvent opens one event on one CPU, disabled, attaches prog and
 // enables the event. The fd and the link are added to ml.
-func attachPerfEvent(ev config.PerfEvent, cpu int, prog *ebpf.Program, ml *multiLink) error {
-	evConfig, ok := config.LookupPerfEvent(ev.Type, ev.Name)
-	if !ok {
-		return fmt.Errorf("unknown %s perf event %q", ev.Type, ev.Name)
-	}
+func attachPerfEvent(ev perfSpec, cpu int, prog *ebpf.Program, ml *multiLink) error {
 	attr := unix.PerfEventAttr{
-		Type:   perfTypes[ev.Type],
-		Config: evConfig,
+		Type:   ev.typ,
+		Config: ev.config,
 		Bits:   unix.PerfBitDisabled,
-		Sample: ev.Period,
+		Sample: ev.period,
 	}
 	attr.Size = uint32(unsafe.Sizeof(attr))
-	if ev.Frequency != 0 {
-		attr.Sample = ev.Frequency
+	if ev.frequency != 0 {
+		attr.Sample = ev.frequency
 		attr.Bits |= unix.PerfBitFreq
 	}
 	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
@@ -75,10 +90,10 @@ func attachPerfEvent(ev config.PerfEvent, cpu int, prog *ebpf.Program, ml *multi
 	if lerr == nil {
 		ml.add(l)
 	} else if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD()); err != nil {
-		return fmt.Errorf("perf event %s %s on CPU %d: attach program: BPF link: %v; ioctl: %w", ev.Type, ev.Name, cpu, lerr, err)
+		return fmt.Errorf("perf %s on CPU %d: attach program: BPF link: %v; ioctl: %w", ev.what, cpu, lerr, err)
 	}
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
-		return fmt.Errorf("perf event %s %s on CPU %d: enable: %w", ev.Type, ev.Name, cpu, err)
+		return fmt.Errorf("perf %s on CPU %d: enable: %w", ev.what, cpu, err)
 	}
 	return nil
 }
@@ -86,20 +101,23 @@ func attachPerfEvent(ev config.PerfEvent, cpu int, prog *ebpf.Program, ml *multi
 // perfOpenError explains a failed perf_event_open. Hardware events on a
 // machine without an exposed PMU (most VMs, this CI) fail with ENOENT,
 // ENODEV or EOPNOTSUPP: that is a "not supported" status, not a bug.
-func perfOpenError(ev config.PerfEvent, cpu int, err error) error {
-	what := fmt.Sprintf("cannot open %s event %q on CPU %d", ev.Type, ev.Name, cpu)
+func perfOpenError(ev perfSpec, cpu int, err error) error {
+	what := fmt.Sprintf("cannot open %s on CPU %d", ev.what, cpu)
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.EOPNOTSUPP):
-		if ev.Type == config.PerfSoftware {
+		switch ev.typ {
+		case unix.PERF_TYPE_SOFTWARE:
 			return fmt.Errorf("software perf events %w: %s: %v", ErrUnsupported, what, err)
+		case unix.PERF_TYPE_TRACEPOINT, unix.PERF_TYPE_BREAKPOINT:
+			return fmt.Errorf("%s perf events %w: %s: %v", perfTypeName(ev.typ), ErrUnsupported, what, err)
 		}
 		return fmt.Errorf("hardware perf events %w or machine (no PMU for this event): %s: %v", ErrUnsupported, what, err)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		paranoid, _ := bounded.ReadFile("/proc/sys/kernel/perf_event_paranoid", "sysctl", bounded.MaxSmall)
 		return fmt.Errorf("%s: %w (needs root or CAP_PERFMON; kernel.perf_event_paranoid=%s)", what, err, strings.TrimSpace(string(paranoid)))
-	case errors.Is(err, unix.EINVAL) && ev.Frequency != 0:
+	case errors.Is(err, unix.EINVAL) && ev.frequency != 0:
 		max, _ := bounded.ReadFile("/proc/sys/kernel/perf_event_max_sample_rate", "sysctl", bounded.MaxSmall)
-		return fmt.Errorf("%s: %w (frequency %d; kernel.perf_event_max_sample_rate=%s)", what, err, ev.Frequency, strings.TrimSpace(string(max)))
+		return fmt.Errorf("%s: %w (frequency %d; kernel.perf_event_max_sample_rate=%s)", what, err, ev.frequency, strings.TrimSpace(string(max)))
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -109,6 +109,8 @@ func relinkError(section string, haveOpener bool, err error) error {
 		}
 	case "raw_tp", "tp_btf", "fentry", "fexit", "fmod_ret":
 		need, keep = "CAP_BPF", "bpf"
+	case "xdp":
+		need, keep = "CAP_NET_ADMIN", "net_admin"
 	}
 	return fmt.Errorf("%w: re-attaching %s programs after the capability drop needs %s; keep it with --capabilities.keep=%s",
 		err, canonicalKind(section), need, keep)

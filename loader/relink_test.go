@@ -192,6 +192,7 @@ func TestRelinkError(t *testing.T) {
 		{"kprobe/vfs_read", false, unix.EPERM, "needs CAP_PERFMON"},
 		{"tracepoint/syscalls/sys_enter_getpid", false, unix.EACCES, "--capabilities.keep=perfmon,dac_read_search"},
 		{"tp_btf/sys_enter", false, unix.EINVAL, "invalid argument"},
+		{"xdp/eth0", false, unix.EPERM, "needs CAP_NET_ADMIN; keep it with --capabilities.keep=net_admin"},
 	} {
 		got := relinkError(tc.section, tc.opener, tc.err).Error()
 		if !strings.Contains(got, tc.want) {

@@ -49,8 +49,13 @@ func attachUprobeTarget(k string, u config.Uprobe, prog *ebpf.Program, exes map[
 	}
 	tgt, ok := exes[u.Binary]
 	if !ok {
-		var err error
-		tgt, err = openUprobeTarget(u.Binary, "uprobe target")
+		// A bare library name ("libc.so.6") is found as the dynamic
+		// loader finds it.
+		bin, err := ResolveLibrary(u.Binary)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", k, where, err)
+		}
+		tgt, err = openUprobeTarget(bin, "uprobe target")
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", k, where, err)
 		}

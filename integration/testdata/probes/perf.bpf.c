@@ -25,7 +25,13 @@ struct {
 	__type(value, __u64);
 } perf_samples_total SEC(".maps");
 
-SEC("perf_event")
+/* PERF_SECTION lets a test carry the event in the section name, as in
+ * -DPERF_SECTION='"perf_event/type=1,config=0,frequency=1000"'. */
+#ifndef PERF_SECTION
+#define PERF_SECTION "perf_event"
+#endif
+
+SEC(PERF_SECTION)
 int on_sample(struct bpf_perf_event_data *ctx)
 {
 	struct sample_key key = {};

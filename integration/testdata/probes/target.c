@@ -5,8 +5,10 @@
  * (USDT probes need <sys/sdt.h>, Debian package systemtap-sdt-dev).
  *
  *   ke_target calls N   print "ready sema=<v>", wait for a line on stdin,
- *                       then N times: call ke_work(i) and fire the USDT
- *                       probes; print "done sema=<v>" and wait for EOF.
+ *                       then N times: call ke_work(i), fire the USDT
+ *                       probes and call libc's getppid (the target of the
+ *                       bare-library uprobe test); print "done sema=<v>"
+ *                       and wait for EOF.
  *   ke_target spin MS   busy-loop for MS milliseconds on CPU 0.
  */
 #define _GNU_SOURCE
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/sdt.h>
 #include <time.h>
+#include <unistd.h>
 
 extern unsigned short ketest_gated_semaphore;
 void ke_gated(int i);
@@ -46,6 +49,7 @@ static void calls(int n)
 		STAP_PROBE2(ketest, consts, 5, -7);
 		STAP_PROBE1(ketest, global, ketest_counter);
 		ke_gated(i);
+		getppid();
 		ketest_counter++;
 	}
 	printf("done sema=%u\n", ketest_gated_semaphore);
