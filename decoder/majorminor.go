@@ -24,9 +24,10 @@ func init() { register("majorminor", newMajorMinor) }
 //     examples pack it. For major and minor below 256 it is also the old
 //     16-bit encoding (old_encode_dev: major<<8 | minor).
 //
-// The two overlap, so both are tried: a value below 1<<20 is a kernel
-// dev_t of major 0, which no block device has, and is read as a userspace
-// one; any other value is read as a kernel dev_t first and, if no device
+// The two overlap, so both are tried (neither when its major is 0, which
+// no block device has: 0 is what ebpf_exporter's examples store for "no
+// disk"): a value below 1<<20 is a kernel dev_t of major 0, and is read as
+// a userspace one; any other value is read as a kernel dev_t first and, if no device
 // has that number, as a userspace one. The name comes from DEVNAME= in
 // <SysRoot>/dev/block/<major>:<minor>/uevent, else from
 // <ProcRoot>/partitions. A device found under neither reading prints as
@@ -74,7 +75,7 @@ func (d *majorMinor) Decode(in []byte) ([]byte, error) {
 	if kMajor != 0 {
 		name = d.e.blockDevName(kMajor, kMinor)
 	}
-	if name == nil && (uMajor != kMajor || uMinor != kMinor) {
+	if name == nil && uMajor != 0 && (uMajor != kMajor || uMinor != kMinor) {
 		name = d.e.blockDevName(uMajor, uMinor)
 	}
 	if name != nil {
