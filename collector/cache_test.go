@@ -123,7 +123,7 @@ func TestCacheLimit(t *testing.T) {
 		put(t, m, key(3, dev), 10)
 		put(t, m, key(2, dev), 100)
 	}
-	put(t, m, key(9, 0), 5) // no static_map entry: decoder error
+	put(t, m, key(9, 0), 5) // unknown:9 fails in errno: decoder error
 	want := map[string]float64{"dev=0,op=read": 11, "dev=1,op=read": 11, "dev=0,op=write": 100, "dev=1,op=write": 100}
 	for read := 1; read <= 3; read++ {
 		vals, errs, _ := counters(t, c)

@@ -129,6 +129,9 @@ func put(t *testing.T, m *ebpf.Map, k []byte, v uint64) {
 	}
 }
 
+// counterYAML's op label decodes 1 and 3 to "read", 2 to "write"; any
+// other op fails in errno (static_map prints it "unknown:9", not a number):
+// the decoder error the tests need.
 const counterYAML = `metrics:
   counters:
     - name: ops_total
@@ -139,7 +142,10 @@ const counterYAML = `metrics:
           decoders:
             - name: uint
             - name: static_map
-              static_map: {1: read, 2: write, 3: read}
+              static_map: {1: "1", 2: "2", 3: "3"}
+            - name: errno
+            - name: static_map
+              static_map: {EPERM: read, ENOENT: write, ESRCH: read}
         - name: dev
           size: 4
           decoders:
@@ -157,7 +163,7 @@ func TestCounter(t *testing.T) {
 	put(t, m, key(1, 7), 10)
 	put(t, m, key(3, 7), 5) // op 3 also decodes to "read": summed
 	put(t, m, key(2, 7), 4)
-	put(t, m, key(9, 7), 100) // no mapping: decoder error, dropped
+	put(t, m, key(9, 7), 100) // unknown:9 fails in errno: decoder error, dropped
 	mfs := collect(t, c)
 	got := map[string]float64{}
 	for _, mm := range mfs["kernel_ops_total"].GetMetric() {

@@ -89,14 +89,15 @@ func TestHardening14DecoderErrorsVisible(t *testing.T) {
 	c, m := fileFixture(t, "hardening14.yaml", counterYAML, 100, opsSpec)
 	put(t, m, key(1, 7), 10)
 	for dev := uint32(1); dev <= 3; dev++ {
-		put(t, m, key(9, dev), 1) // op 9: no static_map entry
+		put(t, m, key(9, dev), 1) // op 9: unknown:9, which errno rejects
 	}
 	vals, _, _ := counters(t, c) // one read
 	if !sameValues(vals, map[string]float64{"dev=7,op=read": 10}) {
 		t.Errorf("series = %v", vals)
 	}
 	want := map[string]float64{
-		"config=hardening14,decoder=static_map,metric=kernel_ops_total": 3,
+		"config=hardening14,decoder=errno,metric=kernel_ops_total":      3,
+		"config=hardening14,decoder=static_map,metric=kernel_ops_total": 0,
 		"config=hardening14,decoder=uint,metric=kernel_ops_total":       0,
 	}
 	if got := decoderErrorCounts(t, c); !sameValues(got, want) {
@@ -111,8 +112,8 @@ func TestHardening14DecoderErrorsVisible(t *testing.T) {
 		"msg":     "decoder failed, map key dropped",
 		"config":  "hardening14",
 		"metric":  "kernel_ops_total",
-		"decoder": "static_map",
-		"err":     "static_map: no mapping for 0x39",
+		"decoder": "errno",
+		"err":     "errno: bad number 0x756e6b6e6f776e3a... (9 bytes)",
 	}
 	for k, v := range wantLog {
 		if got[k] != v {
@@ -121,7 +122,7 @@ func TestHardening14DecoderErrorsVisible(t *testing.T) {
 	}
 	// A second read counts the bad keys again but does not log again.
 	counters(t, c)
-	want["config=hardening14,decoder=static_map,metric=kernel_ops_total"] = 6
+	want["config=hardening14,decoder=errno,metric=kernel_ops_total"] = 6
 	if got := decoderErrorCounts(t, c); !sameValues(got, want) {
 		t.Errorf("after 2 reads: decoder errors = %v, want %v", got, want)
 	}

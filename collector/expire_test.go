@@ -323,7 +323,7 @@ func TestTTLSkippedKeys(t *testing.T) {
 	c, maps := fixture(t, ttlYAML, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
 	m := maps["ops_total"]
 	at := ttlClock(c)
-	ttlSet(t, m, key(9, 1), 5) // op 9: no static_map entry, a decoder error
+	ttlSet(t, m, key(9, 1), 5) // op 9: unknown:9 fails in errno, a decoder error
 	c.Read()
 	at(10 * time.Second)
 	c.Read()

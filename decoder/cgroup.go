@@ -23,18 +23,28 @@ func init() { register("cgroup", newCgroup) }
 // cgroupDecoder turns a cgroup v2 id, as bpf_get_current_cgroup_id() returns
 // it (the inode number of the cgroup's directory), into the cgroup's path in
 // the hierarchy: "/system.slice/cron.service", "/" for the root. The id is a
-// raw u64 (8 bytes) or the decimal text of an earlier uint decoder. Ids of
-// no known cgroup print in decimal.
+// raw u64 (8 bytes) or the decimal text of an earlier uint decoder. An id
+// of no known cgroup prints as "unknown_cgroup_id:<id>", as ebpf_exporter
+// prints it (the key is kept), and is looked up again at the next read.
 //
 // The hierarchy is found through the cgroup2 entry of
 // <ProcRoot>/self/mountinfo, and paths are relative to its root (so they
-// match /proc/<pid>/cgroup). Ids are resolved by walking the mounted
+// match /proc/<pid>/cgroup). A root outside our cgroup namespace (shown as
+// "/../.." in a container with a private cgroup namespace and the host's
+// hierarchy mounted) cannot be named, so paths are then relative to the
+// mount ("/kubepods/...", never "/../../kubepods/..."). When Env.Compat is
+// set, paths are instead the cgroup directory's full path, as
+// ebpf_exporter prints them: the mount point, then the path below it
+// ("/sys/fs/cgroup/unified/system.slice/cron.service"; the root is the
+// mount point itself).
+//
+// Ids are resolved by walking the mounted
 // directory tree and reading inode numbers. An id not cached triggers a
 // walk, at most one per cgroupWalkInterval (10 s); a walk visits at most
 // maxCgroupWalkDirs directories (20,000), maxCgroupDepth levels deep (32),
 // and the next one resumes where it stopped. An id a whole cycle of walks
-// did not find prints as its number for cgroupUnknownTTL (1 minute) before
-// it is looked for again. Paths once resolved are kept in an LRU cache of
+// did not find is unknown for cgroupUnknownTTL (1 minute) before it is
+// looked for again. Paths once resolved are kept in an LRU cache of
 // the Env's cache size, so a removed cgroup's counters keep their path; the
 // resolver keeps nothing else but as many pending and unknown ids.
 type cgroupDecoder struct {
@@ -58,14 +68,37 @@ func newCgroup(e *Env, _ config.Decoder, size int, _ StackMaps) (Decoder, error)
 // Decode fails on a raw field of the wrong width or on text that is not a
 // decimal number.
 func (d *cgroupDecoder) Decode(in []byte) ([]byte, error) {
+	out, _, err := d.decodeSettled(in)
+	return out, err
+}
+
+// decodeSettled is Decode, and says whether the path is settled (see
+// Chain.DecodeSettled): not for an unknown id, which a later walk may find.
+func (d *cgroupDecoder) decodeSettled(in []byte) ([]byte, bool, error) {
 	id, err := readInput("cgroup", in, d.size)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	if path, ok := d.r.lookup(id); ok {
-		return path, nil
+		return path, true, nil
 	}
-	return appendDecimal(nil, id), nil
+	return appendDecimal(append(make([]byte, 0, len(unknownCgroupPrefix)+20), unknownCgroupPrefix...), id), false, nil
+}
+
+// unknownCgroupPrefix starts what the cgroup decoder prints for an id of
+// no known cgroup; the kube_* decoders read the id back from it.
+const unknownCgroupPrefix = "unknown_cgroup_id:"
+
+// cgroupRoot turns the root of a cgroup2 mount, as mountinfo gives it,
+// into the prefix of the paths below it: "" for "/" and for a root outside
+// the cgroup namespace ("/../..", "/../../kubepods/x": the kernel's
+// cgroup_show_path prints such roots relative to the namespace's root, and
+// they name nothing usable), the root without a trailing "/" otherwise.
+func cgroupRoot(root string) string {
+	if root == "/" || root == "/.." || strings.HasPrefix(root, "/../") || !strings.HasPrefix(root, "/") {
+		return ""
+	}
+	return strings.TrimSuffix(root, "/")
 }
 
 // maxMountinfo bounds <ProcRoot>/self/mountinfo (a host with ten thousand
@@ -121,7 +154,7 @@ const (
 // one walk, as before).
 type cgroupResolver struct {
 	mount  string // where the hierarchy is mounted
-	prefix string // its root within the hierarchy; "" for "/"
+	prefix string // printed before paths below mount: its root within the hierarchy ("" for "/"), or mount (Env.Compat)
 	size   int    // bound of cache, unknown and pending
 	cache  *lru.Cache[uint64, []byte]
 	now    func() time.Time
@@ -153,22 +186,26 @@ func (e *Env) cgroupResolver() (*cgroupResolver, error) {
 			e.cgroupsErr = fmt.Errorf("no cgroup2 file system in %s", file)
 			return
 		}
-		e.cgroups = newCgroupResolver(e, mount, root)
+		prefix := cgroupRoot(root)
+		if e.Compat {
+			prefix = strings.TrimSuffix(mount, "/")
+		}
+		e.cgroups = newCgroupResolver(e, mount, prefix)
 	})
 	return e.cgroups, e.cgroupsErr
 }
 
-func newCgroupResolver(e *Env, mount, root string) *cgroupResolver {
-	if root == "/" {
-		root = ""
-	}
+// newCgroupResolver resolves ids in the hierarchy mounted at mount, and
+// prints paths as prefix then the path below mount ("/" for mount itself
+// when prefix is "").
+func newCgroupResolver(e *Env, mount, prefix string) *cgroupResolver {
 	unknown, err := lru.New[uint64, time.Time](min(e.cacheSize(), maxCgroupFill))
 	if err != nil {
 		panic(err) // cacheSize is positive
 	}
 	return &cgroupResolver{
 		mount:      mount,
-		prefix:     strings.TrimSuffix(root, "/"),
+		prefix:     prefix,
 		size:       e.cacheSize(),
 		cache:      newCache[uint64](e),
 		now:        time.Now,

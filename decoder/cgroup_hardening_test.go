@@ -87,7 +87,7 @@ func TestHardening09CgroupWalkBounded(t *testing.T) {
 	for i := range 1000 {
 		now = now.Add(attack / 1000)
 		id := uint64(1)<<40 + uint64(i)
-		decodeID(t, d, id, strconv.FormatUint(id, 10))
+		decodeID(t, d, id, "unknown_cgroup_id:"+strconv.FormatUint(id, 10))
 		maxHeld = max(maxHeld, r.held())
 	}
 	if maxHeld > 3*cacheSize {
@@ -104,7 +104,7 @@ func TestHardening09CgroupWalkBounded(t *testing.T) {
 	id := uint64(1)<<40 + 999
 	for range int(stale / time.Second) {
 		now = now.Add(time.Second)
-		decodeID(t, d, id, strconv.FormatUint(id, 10))
+		decodeID(t, d, id, "unknown_cgroup_id:"+strconv.FormatUint(id, 10))
 	}
 	if limit := 1 + int(stale/time.Minute); r.walks-walks > limit {
 		t.Errorf("%d walks for one unknown id asked once a second for %v, want at most %d (one per minute)", r.walks-walks, stale, limit)
@@ -181,11 +181,11 @@ func TestCgroupWalkBounds(t *testing.T) {
 	decodeID(t, d, inode(t, filepath.Join(mount, level5)), "/"+level5)
 	now = now.Add(cgroupWalkInterval)
 	id6 := inode(t, filepath.Join(mount, level6))
-	decodeID(t, d, id6, strconv.FormatUint(id6, 10))
+	decodeID(t, d, id6, "unknown_cgroup_id:"+strconv.FormatUint(id6, 10))
 	// Unknown for cgroupUnknownTTL, looked for again after it.
 	r.maxDepth = 64
 	now = now.Add(cgroupUnknownTTL - time.Second)
-	decodeID(t, d, id6, strconv.FormatUint(id6, 10))
+	decodeID(t, d, id6, "unknown_cgroup_id:"+strconv.FormatUint(id6, 10))
 	now = now.Add(time.Second)
 	decodeID(t, d, id6, "/"+level6)
 	if r.walks != 3 {
@@ -270,7 +270,7 @@ func TestCgroupWalkResume(t *testing.T) {
 		}
 	}
 	for range 2*cycle + 2 {
-		decodeID(t, d, gone, strconv.FormatUint(gone, 10))
+		decodeID(t, d, gone, "unknown_cgroup_id:"+strconv.FormatUint(gone, 10))
 		if _, ok := r.unknown.Peek(gone); ok {
 			break
 		}

@@ -63,8 +63,8 @@ func TestCgroup(t *testing.T) {
 		{name: "service", in: u64(cron), out: "/system.slice/cron.service"},
 		{name: "slice", in: u64(inode(t, filepath.Join(mount, "system.slice"))), out: "/system.slice"},
 		{name: "deep", in: u64(inode(t, filepath.Join(mount, "user.slice/user-1000.slice/session-1.scope"))), out: "/user.slice/user-1000.slice/session-1.scope"},
-		{name: "file", in: u64(inode(t, filepath.Join(mount, "cgroup.procs"))), out: strconv.FormatUint(inode(t, filepath.Join(mount, "cgroup.procs")), 10)},
-		{name: "unknown", in: u64(1 << 50), out: "1125899906842624"},
+		{name: "file", in: u64(inode(t, filepath.Join(mount, "cgroup.procs"))), out: "unknown_cgroup_id:" + strconv.FormatUint(inode(t, filepath.Join(mount, "cgroup.procs")), 10)},
+		{name: "unknown", in: u64(1 << 50), out: "unknown_cgroup_id:1125899906842624"},
 		{name: "short", in: u32(1), err: "cgroup: got 4 bytes, want 8"},
 	})
 
@@ -72,9 +72,9 @@ func TestCgroup(t *testing.T) {
 	// cgroupWalkInterval.
 	mkdirs(t, mount, "system.slice/new.service")
 	fresh := inode(t, filepath.Join(mount, "system.slice/new.service"))
-	runCases(t, d, []decodeCase{{name: "rate limited", in: u64(fresh), out: strconv.FormatUint(fresh, 10)}})
+	runCases(t, d, []decodeCase{{name: "rate limited", in: u64(fresh), out: "unknown_cgroup_id:" + strconv.FormatUint(fresh, 10)}})
 	now = now.Add(cgroupWalkInterval - time.Millisecond)
-	runCases(t, d, []decodeCase{{name: "still limited", in: u64(fresh), out: strconv.FormatUint(fresh, 10)}})
+	runCases(t, d, []decodeCase{{name: "still limited", in: u64(fresh), out: "unknown_cgroup_id:" + strconv.FormatUint(fresh, 10)}})
 	now = now.Add(time.Millisecond)
 	runCases(t, d, []decodeCase{{name: "walked", in: u64(fresh), out: "/system.slice/new.service"}})
 
@@ -84,7 +84,7 @@ func TestCgroup(t *testing.T) {
 	}
 	now = now.Add(time.Hour)
 	runCases(t, d, []decodeCase{
-		{name: "new miss walks", in: u64(1 << 51), out: "2251799813685248"},
+		{name: "new miss walks", in: u64(1 << 51), out: "unknown_cgroup_id:2251799813685248"},
 		{name: "removed but cached", in: u64(cron), out: "/system.slice/cron.service"},
 	})
 
@@ -107,6 +107,77 @@ func TestCgroupSubtreeMount(t *testing.T) {
 		{name: "root", in: u64(inode(t, mount)), out: "/kube pods"},
 		{name: "child", in: u64(inode(t, filepath.Join(mount, "pod1"))), out: "/kube pods/pod1"},
 	})
+}
+
+// TestCgroupNamespaceRoot checks the mount of a hierarchy whose root is
+// outside our cgroup namespace (a container with a private cgroup
+// namespace and the host's /sys/fs/cgroup mounted): mountinfo shows its
+// root as "/../..", which must not start the paths.
+func TestCgroupNamespaceRoot(t *testing.T) {
+	for _, root := range []string{"/../..", "/..", "/../../kubepods/besteffort"} {
+		e, mount := cgroupEnv(t, root)
+		mkdirs(t, mount, "kubepods/besteffort/pod1")
+		d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
+		runCases(t, d, []decodeCase{
+			{name: root + " root", in: u64(inode(t, mount)), out: "/"},
+			{name: root + " pod", in: u64(inode(t, filepath.Join(mount, "kubepods/besteffort/pod1"))), out: "/kubepods/besteffort/pod1"},
+		})
+		m, prefix, err := Cgroup2Mount(e.ProcRoot)
+		if m != mount || prefix != "" || err != nil {
+			t.Errorf("%s: Cgroup2Mount = %q, %q, %v; want %q, \"\", nil", root, m, prefix, err, mount)
+		}
+	}
+	for root, want := range map[string]string{"/": "", "/a/b/": "/a/b", "/a": "/a", "/..": "", "/../x": "", "/..x": "/..x", "x": ""} {
+		if got := cgroupRoot(root); got != want {
+			t.Errorf("cgroupRoot(%q) = %q, want %q", root, got, want)
+		}
+	}
+}
+
+// TestCgroupCompat checks the paths printed with --compat.ebpf-exporter:
+// the full path of the cgroup's directory, as ebpf_exporter prints them,
+// whatever the mount's root.
+func TestCgroupCompat(t *testing.T) {
+	for _, root := range []string{"/", "/sub", "/../.."} {
+		e, mount := cgroupEnv(t, root)
+		e.Compat = true
+		mkdirs(t, mount, "system.slice/x.service")
+		d := mustNew(t, e, config.Decoder{Name: "cgroup"}, 8)
+		runCases(t, d, []decodeCase{
+			{name: root + " root", in: u64(inode(t, mount)), out: mount},
+			{name: root + " service", in: u64(inode(t, filepath.Join(mount, "system.slice/x.service"))), out: mount + "/system.slice/x.service"},
+			{name: root + " unknown", in: u64(1 << 50), out: "unknown_cgroup_id:1125899906842624"},
+		})
+	}
+}
+
+// TestCgroupUnknownUnsettled checks that an unknown id is decoded again at
+// the next read (it is not settled), and that a kube_* decoder after the
+// cgroup decoder reads the id back from "unknown_cgroup_id:<id>".
+func TestCgroupUnknownUnsettled(t *testing.T) {
+	e, mount := cgroupEnv(t, "/")
+	now := time.Unix(1000, 0)
+	resolverWithClock(t, e, &now)
+	chain, err := e.NewChain([]config.Decoder{{Name: "cgroup"}}, 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, settled, err := chain.DecodeSettled(u64(1 << 50))
+	if string(out) != "unknown_cgroup_id:1125899906842624" || settled || err != nil {
+		t.Errorf("unknown: %q, settled %v, %v", out, settled, err)
+	}
+	out, settled, err = chain.DecodeSettled(u64(inode(t, mount)))
+	if string(out) != "/" || !settled || err != nil {
+		t.Errorf("root: %q, settled %v, %v", out, settled, err)
+	}
+	e.Kube = nil
+	pod, err := e.NewChain([]config.Decoder{{Name: "cgroup"}, {Name: "kube_pod"}}, 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, settled, err := pod.DecodeSettled(u64(1 << 50)); string(out) != "" || settled || err != nil {
+		t.Errorf("kube_pod of an unknown id: %q, settled %v, %v", out, settled, err)
+	}
 }
 
 func TestCgroupNoMount(t *testing.T) {
@@ -189,6 +260,14 @@ func TestCgroupReal(t *testing.T) {
 	}
 	d := mustNew(t, NewEnv(16), config.Decoder{Name: "cgroup"}, 8)
 	runCases(t, d, []decodeCase{{name: name, in: u64(id), out: want}})
+
+	// --compat.ebpf-exporter: the directory's full path
+	// (/sys/fs/cgroup/unified/<name> on a hybrid host).
+	c := NewEnv(16)
+	c.Compat = true
+	t.Logf("compat path %s", dir)
+	d = mustNew(t, c, config.Decoder{Name: "cgroup"}, 8)
+	runCases(t, d, []decodeCase{{name: name + " compat", in: u64(id), out: dir}})
 }
 
 func BenchmarkCgroupWalk(b *testing.B) {

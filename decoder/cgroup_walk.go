@@ -7,7 +7,8 @@ import (
 )
 
 // Cgroup2Mount returns where the cgroup v2 hierarchy is mounted and the
-// path of the mount's root within the hierarchy ("" for "/"), read from
+// path of the mount's root within the hierarchy ("" for "/", and for a root
+// outside the cgroup namespace, "/../..", see the cgroup decoder), read from
 // <procRoot>/self/mountinfo (at most 16 MiB, through package bounded), as
 // the cgroup decoder finds them. Errors: the file's, or one saying that no
 // cgroup2 file system is mounted.
@@ -22,10 +23,7 @@ func Cgroup2Mount(procRoot string) (mount, prefix string, err error) {
 	if !ok {
 		return "", "", fmt.Errorf("no cgroup2 file system in %s", file)
 	}
-	if root == "/" {
-		root = ""
-	}
-	return mount, root, nil
+	return mount, cgroupRoot(root), nil
 }
 
 // WalkCgroups visits the cgroup v2 directory at mount and those under it,

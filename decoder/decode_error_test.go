@@ -15,13 +15,13 @@ import (
 func TestDecodeErrorNamesDecoder(t *testing.T) {
 	e := NewEnv(16)
 	e.ProcRoot = t.TempDir() // no kallsyms
-	chain, err := e.NewChain([]config.Decoder{{Name: "uint"}, {Name: "static_map", StaticMap: map[string]string{"1": "a"}}}, 4, nil)
+	chain, err := e.NewChain([]config.Decoder{{Name: "hex"}, {Name: "errno"}}, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = chain.Decode(u32(7))
 	var de *DecodeError
-	if !errors.As(err, &de) || de.Decoder != "static_map" || de.Index != 1 || err.Error() != "static_map: no mapping for 0x37" {
+	if !errors.As(err, &de) || de.Decoder != "errno" || de.Index != 1 || err.Error() != "errno: bad number 0x307837" {
 		t.Fatalf("error = %#v (%v)", err, err)
 	}
 	ksym, err := e.NewChain([]config.Decoder{{Name: "ksym"}}, 8, nil)
@@ -58,9 +58,9 @@ func TestChainOutputUTF8(t *testing.T) {
 func TestErrorsShowTokensOnly(t *testing.T) {
 	secret := strings.Repeat("root:$6$secret:19000:0:99999:7:::\n", 10)
 	e := NewEnv(16)
-	d := mustNew(t, e, config.Decoder{Name: "static_map", StaticMap: map[string]string{"1": "a"}}, 0)
+	d := mustNew(t, e, config.Decoder{Name: "errno"}, 0)
 	_, err := d.Decode([]byte(secret))
-	if want := "static_map: no mapping for 0x726f6f743a243624... (340 bytes)"; err == nil || err.Error() != want {
+	if want := "errno: bad number 0x726f6f743a243624... (340 bytes)"; err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %q", err, want)
 	}
 	for _, name := range []string{"syscall", "errno", "cgroup"} {

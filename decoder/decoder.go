@@ -26,7 +26,7 @@
 //	syscall     4/8-byte syscall number → name (x86_64, arm64)
 //	errno       1/2/4/8-byte errno, sign ignored → "ENOENT"
 //	inet_ip     4/16-byte address in network byte order → text
-//	majorminor  4/8-byte kernel dev_t → block device name
+//	majorminor  4/8-byte kernel or userspace dev_t → block device name
 //	ifname      4/8-byte ifindex → interface name
 //	cgroup      8-byte cgroup v2 id → cgroup path
 //	kube_namespace, kube_pod, kube_container
@@ -84,6 +84,10 @@ type Env struct {
 	Kube *kube.Options
 
 	shared
+
+	// Compat makes decoders print what cloudflare/ebpf_exporter prints
+	// where the two differ (--compat.ebpf-exporter).
+	Compat bool
 }
 
 // StackMaps resolves the stack_map setting of a kstack decoder to a reader.

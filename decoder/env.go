@@ -36,7 +36,7 @@ type shared struct {
 	ksymsErr      error
 
 	devCacheOnce sync.Once
-	devCache     *lru.Cache[uint32, []byte] // majorminor: dev_t → name
+	devCache     *lru.Cache[uint64, []byte] // majorminor: field value → name
 
 	ifCacheOnce sync.Once
 	ifCache     *lru.Cache[uint32, []byte] // ifname: ifindex → name
@@ -131,8 +131,8 @@ func newCache[K comparable](e *Env) *lru.Cache[K, []byte] {
 	return c
 }
 
-func (e *Env) deviceCache() *lru.Cache[uint32, []byte] {
-	e.devCacheOnce.Do(func() { e.devCache = newCache[uint32](e) })
+func (e *Env) deviceCache() *lru.Cache[uint64, []byte] {
+	e.devCacheOnce.Do(func() { e.devCache = newCache[uint64](e) })
 	return e.devCache
 }
 

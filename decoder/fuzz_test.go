@@ -104,6 +104,8 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(idx("inet_ip"), none, 16, []byte("\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xc0\x00\x02\x01"), "", "", false)
 	f.Add(idx("majorminor"), none, 4, u32(nil, 8<<20), "", "", false)
 	f.Add(idx("majorminor"), none, 8, u64(nil, 259<<20|1), "", "", false)
+	f.Add(idx("majorminor"), none, 4, u32(nil, 0xfe00), "", "", false)              // 254:0 the userspace way
+	f.Add(idx("majorminor"), none, 8, u64(nil, 0x12345_6789a_00_9a), "", "", false) // userspace, beyond 32 bits
 	f.Add(idx("ifname"), none, 4, u32(nil, 1), "", "", false)
 	f.Add(idx("cgroup"), none, 8, u64(nil, 1), "", "", false)
 	f.Add(idx("dname"), none, 32, []byte("\x07example\x03com\x00"), "", "", false)

@@ -1,6 +1,7 @@
 package decoder
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
@@ -28,7 +29,8 @@ var kubeNames = [...]string{kubeNamespace: "kube_namespace", kubePod: "kube_pod"
 // (kube_pod) or container name (kube_container) of the Kubernetes pod it
 // belongs to. Its input is a cgroup v2 id as the cgroup decoder reads it
 // (the raw 8-byte field, or the decimal text of an earlier uint decoder),
-// or the cgroup path an earlier cgroup decoder printed. The path is parsed
+// or what an earlier cgroup decoder printed: a cgroup path, or
+// "unknown_cgroup_id:<id>". The path is parsed
 // by kube.ParseCgroupPath and the names come from the Env's pod resolver
 // (one watch of this node's pods for all configs; see Env.Kube). A cgroup
 // that is not a pod's prints "" (the key is kept); a pod the resolver does
@@ -83,6 +85,10 @@ func (d *kubeDecoder) decodeSettled(in []byte) ([]byte, bool, error) {
 	if d.size == textInput && len(in) > 0 && in[0] == '/' {
 		path = in
 	} else {
+		if d.size == textInput {
+			// An unknown id, as the cgroup decoder prints it.
+			in = bytes.TrimPrefix(in, []byte(unknownCgroupPrefix))
+		}
 		id, err := readInput(d.Name(), in, d.size)
 		if err != nil {
 			return nil, true, err

@@ -15,7 +15,10 @@ const MaxStaticMapEntries = config.MaxStaticMap
 // staticMap replaces its input, usually the decimal text of a uint decoder,
 // by the value conf.StaticMap gives it: with static_map {"1": "read"}, "1"
 // → "read". An input with no entry is returned unchanged if allow_unknown is
-// set, and is an error otherwise.
+// set, and as "unknown:<input>" ("unknown:7") otherwise, as ebpf_exporter
+// prints it: the key is kept, so that values missing from the map (a new
+// kernel's enum values, such as skb drop reasons) still count in the
+// totals. Before, such a key was dropped as a decoder error.
 type staticMap struct {
 	m            map[string][]byte
 	allowUnknown bool
@@ -45,9 +48,7 @@ func newStaticMap(_ *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, err
 	return &staticMap{m: m, allowUnknown: conf.AllowUnknown}, nil
 }
 
-// Decode fails with "static_map: no mapping for 0x37" (the input as a
-// short hex token, see Token) for an unknown input unless allow_unknown is
-// set.
+// Decode never fails.
 func (d *staticMap) Decode(in []byte) ([]byte, error) {
 	if v, ok := d.m[string(in)]; ok {
 		return v, nil
@@ -55,5 +56,8 @@ func (d *staticMap) Decode(in []byte) ([]byte, error) {
 	if d.allowUnknown {
 		return in[:len(in):len(in)], nil
 	}
-	return nil, fmt.Errorf("static_map: no mapping for %s", Token(in))
+	return append(append(make([]byte, 0, len(unknownPrefix)+len(in)), unknownPrefix...), in...), nil
 }
+
+// unknownPrefix starts the output of a static_map input with no entry.
+const unknownPrefix = "unknown:"

@@ -13,8 +13,9 @@ func TestStaticMap(t *testing.T) {
 		{name: "hit", in: []byte("1"), out: "read"},
 		{name: "other", in: []byte("2"), out: "write"},
 		{name: "empty key", in: []byte(""), out: "empty"},
-		{name: "miss", in: []byte("7"), err: `static_map: no mapping for 0x37`},
-		{name: "quoted", in: []byte("a\"b"), err: `static_map: no mapping for 0x612262`},
+		{name: "miss", in: []byte("7"), out: "unknown:7"},
+		{name: "miss text", in: []byte("a\"b"), out: "unknown:a\"b"},
+		{name: "miss other", in: []byte("x"), out: "unknown:x"},
 	})
 	runCases(t, mustNew(t, e, config.Decoder{Name: "static_map", StaticMap: m, AllowUnknown: true}, 0), []decodeCase{
 		{name: "hit", in: []byte("1"), out: "read"},

@@ -201,12 +201,12 @@ func TestMatrixRunqlatCgroup(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = late.Process.Kill(); _ = late.Wait() })
 	// Until the cgroup decoder's next walk (at most one per 10 s) names
-	// the new id, the label holds the id in decimal.
+	// the new id, the label holds unknown_cgroup_id:<id>.
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(v2.dir, base+"-late"), &st); err != nil {
 		t.Fatal(err)
 	}
-	lateID := strconv.FormatUint(st.Ino, 10)
+	lateID := "unknown_cgroup_id:" + strconv.FormatUint(st.Ino, 10)
 	Eventually(t, 15*time.Second, func() bool {
 		ms := e.Scrape()
 		c, _, _ := ms.Hist(metric, L("cgroup", latePath), 1)
