@@ -82,6 +82,9 @@ type Env struct {
 	// every config) and stopped by Close. nil means no API access: pods
 	// are named by UID.
 	Kube *kube.Options
+	// Compat makes decoders print what cloudflare/ebpf_exporter prints
+	// where the two differ (--compat.ebpf-exporter).
+	Compat bool
 
 	shared
 }
