@@ -82,11 +82,12 @@ type Env struct {
 	// every config) and stopped by Close. nil means no API access: pods
 	// are named by UID.
 	Kube *kube.Options
+
+	shared
+
 	// Compat makes decoders print what cloudflare/ebpf_exporter prints
 	// where the two differ (--compat.ebpf-exporter).
 	Compat bool
-
-	shared
 }
 
 // StackMaps resolves the stack_map setting of a kstack decoder to a reader.
