@@ -2,8 +2,8 @@
 //go:build ignore
 
 /*
- * Test program for the --compat.ebpf-exporter test (compat_test.go): the
- * syscalls entered by threads named "ke_compat", by syscall number, per
+ * Test program for the --compat.ebpf-exporter test
+ * (core_compat_switch_test.go): the syscalls entered by threads named "ke_compat", by syscall number, per
  * CPU, in a map laid out as cloudflare/ebpf_exporter's per-CPU examples
  * are (its config lists a "cpu" label past the key).
  *
