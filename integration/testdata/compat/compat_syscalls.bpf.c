@@ -3,9 +3,10 @@
 
 /*
  * Test program for the --compat.ebpf-exporter test
- * (core_compat_switch_test.go): the syscalls entered by threads named "ke_compat", by syscall number, per
- * CPU, in a map laid out as cloudflare/ebpf_exporter's per-CPU examples
- * are (its config lists a "cpu" label past the key).
+ * (core_compat_switch_test.go): the syscalls entered by threads named
+ * "ke_compat", by syscall number, per CPU, in a map laid out as
+ * cloudflare/ebpf_exporter's per-CPU examples are (its config lists a
+ * "cpu" label past the key).
  *
  * Kernel source: tracepoint raw_syscalls:sys_enter (since 3.7), field
  * "id", the syscall number of the caller's ABI.
