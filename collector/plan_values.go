@@ -289,7 +289,8 @@ func (p *Plan) compileGauges(env *decoder.Env) error {
 // lies just past the map's key (the reference appends the CPU number to the
 // key). It returns the labels without that one and per_cpu: label, which
 // exports the same series; otherwise labels and perCPU unchanged. A last
-// label "cpu" inside the key is a field of the key, read as such.
+// label "cpu" inside the key is a field of the key, read as such; a "cpu"
+// label alone is the reference's per-CPU counter without labels.
 func (p *Plan) referenceCPULabel(mapName string, labels []config.Label, perCPU config.PerCPU) ([]config.Label, config.PerCPU) {
 	n := len(labels)
 	if perCPU != "" || n == 0 {
@@ -300,7 +301,9 @@ func (p *Plan) referenceCPULabel(mapName string, labels []config.Label, perCPU c
 		return labels, perCPU
 	}
 	ms, ok := p.spec.Maps[mapName]
-	if !ok || ms == nil || !isPerCPU(ms.Type) || config.KeySize(labels[:n-1]) != int(ms.KeySize) {
+	// A cpu label alone: the reference reads such a map's one key (a u32
+	// 0) as no labels.
+	if !ok || ms == nil || !isPerCPU(ms.Type) || (n > 1 && config.KeySize(labels[:n-1]) != int(ms.KeySize)) {
 		return labels, perCPU
 	}
 	return labels[:n-1], config.PerCPULabel

@@ -10,9 +10,10 @@ import (
 // TestReferenceCPULabel reads a per-CPU map configured as
 // cloudflare/ebpf_exporter's percpu-softirq example is: a 4-byte key
 // label, then a 2-byte "cpu" label past the key, decoded by uint. Each
-// CPU's value is one series under its cpu label. The same labels on a
-// map whose key holds the cpu field read it from the key; on a per-CPU
-// map without the cpu label the CPUs are summed.
+// CPU's value is one series under its cpu label, also when the cpu label
+// is the only one (a one-key array). The same labels on a map whose key
+// holds the cpu field read it from the key; on a per-CPU map without the
+// cpu label the CPUs are summed.
 func TestReferenceCPULabel(t *testing.T) {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -46,6 +47,13 @@ func TestReferenceCPULabel(t *testing.T) {
           size: 4
           decoders:
             - name: uint
+    - name: cpuonly_total
+      help: a cpu label alone
+      labels:
+        - name: cpu
+          size: 2
+          decoders:
+            - name: uint
     - name: summed_total
       help: no cpu label
       labels:
@@ -57,6 +65,7 @@ func TestReferenceCPULabel(t *testing.T) {
 	c, maps := fixture(t, yaml,
 		&ebpf.MapSpec{Name: "softirqs_total", Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 8, MaxEntries: 10},
 		&ebpf.MapSpec{Name: "keyed_total", Type: ebpf.PerCPUHash, KeySize: 8, ValueSize: 8, MaxEntries: 4},
+		&ebpf.MapSpec{Name: "cpuonly_total", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1},
 		&ebpf.MapSpec{Name: "summed_total", Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 8, MaxEntries: 4})
 	timer := make([]uint64, ncpu)
 	rx := make([]uint64, ncpu)
@@ -82,6 +91,9 @@ func TestReferenceCPULabel(t *testing.T) {
 	if err := maps["summed_total"].Put(uint32(9), timer); err != nil {
 		t.Fatal(err)
 	}
+	if err := maps["cpuonly_total"].Put(uint32(0), timer); err != nil {
+		t.Fatal(err)
+	}
 	s := c.Read()
 	got := values(family(t, s, "kernel_softirqs_total"))
 	for k, v := range want {
@@ -96,4 +108,9 @@ func TestReferenceCPULabel(t *testing.T) {
 	}
 	wantValues(t, family(t, s, "kernel_keyed_total"), map[string]float64{"vec=5,cpu=42": sum})
 	wantValues(t, family(t, s, "kernel_summed_total"), map[string]float64{"vec=9": sum})
+	only := map[string]float64{}
+	for i := range timer {
+		only[fmt.Sprintf("cpu=%d", i)] = float64(100 + i)
+	}
+	wantValues(t, family(t, s, "kernel_cpuonly_total"), only)
 }
