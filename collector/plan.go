@@ -101,7 +101,8 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 	p := &Plan{Config: cfg, spec: spec, stacks: map[string]*ebpf.Map{}}
 	for i, c := range cfg.Metrics.Counters {
 		path := fmt.Sprintf("metrics.counters[%d]", i)
-		labels, inferred, err := p.resolveLabels(path, c.Name, c.Labels, false)
+		cLabels, perCPU := p.referenceCPULabel(c.Name, c.Labels, c.PerCPU)
+		labels, inferred, err := p.resolveLabels(path, c.Name, cLabels, false)
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +115,7 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		if mp.TTL, err = p.compileTTL(path, c.Name, c.TTL); err != nil {
 			return nil, err
 		}
-		mps, err := p.compileValues(path, mp, KindCounter, c.Values, false, c.PerCPU, c.Help, env)
+		mps, err := p.compileValues(path, mp, KindCounter, c.Values, false, perCPU, c.Help, env)
 		if err != nil {
 			return nil, err
 		}

@@ -260,7 +260,8 @@ func (p *Plan) compileGauges(env *decoder.Env) error {
 	for i := range cfg.Metrics.Gauges {
 		g := &cfg.Metrics.Gauges[i]
 		path := fmt.Sprintf("metrics.gauges[%d]", i)
-		labels, inferred, err := p.resolveLabels(path, g.Name, g.Labels, false)
+		gLabels, perCPU := p.referenceCPULabel(g.Name, g.Labels, g.PerCPU)
+		labels, inferred, err := p.resolveLabels(path, g.Name, gLabels, false)
 		if err != nil {
 			return err
 		}
@@ -273,11 +274,37 @@ func (p *Plan) compileGauges(env *decoder.Env) error {
 		if mp.TTL, err = p.compileTTL(path, g.Name, g.TTL); err != nil {
 			return err
 		}
-		mps, err := p.compileValues(path, mp, KindGauge, g.Values, g.Signed, g.PerCPU, g.Help, env)
+		mps, err := p.compileValues(path, mp, KindGauge, g.Values, g.Signed, perCPU, g.Help, env)
 		if err != nil {
 			return err
 		}
 		p.Metrics = append(p.Metrics, mps...)
 	}
 	return nil
+}
+
+// referenceCPULabel recognizes cloudflare/ebpf_exporter's way of asking
+// for per-CPU series: a counter or gauge on a per-CPU map that sets no
+// per_cpu and whose last label, named "cpu" and decoded by uint alone,
+// lies just past the map's key (the reference appends the CPU number to the
+// key). It returns the labels without that one and per_cpu: label, which
+// exports the same series; otherwise labels and perCPU unchanged. A last
+// label "cpu" inside the key is a field of the key, read as such; a "cpu"
+// label alone is the reference's per-CPU counter without labels.
+func (p *Plan) referenceCPULabel(mapName string, labels []config.Label, perCPU config.PerCPU) ([]config.Label, config.PerCPU) {
+	n := len(labels)
+	if perCPU != "" || n == 0 {
+		return labels, perCPU
+	}
+	last := labels[n-1]
+	if last.Name != config.CPULabel || last.Padding != 0 || len(last.Decoders) != 1 || last.Decoders[0].Name != "uint" {
+		return labels, perCPU
+	}
+	ms, ok := p.spec.Maps[mapName]
+	// A cpu label alone: the reference reads such a map's one key (a u32
+	// 0) as no labels.
+	if !ok || ms == nil || !isPerCPU(ms.Type) || (n > 1 && config.KeySize(labels[:n-1]) != int(ms.KeySize)) {
+		return labels, perCPU
+	}
+	return labels[:n-1], config.PerCPULabel
 }

@@ -30,6 +30,19 @@ func ReservedLabel(name string, histogram bool) string {
 	return ""
 }
 
+// CheckNamespace checks a metric namespace as the namespace key is
+// checked: at most MaxNamespace bytes of [a-zA-Z_][a-zA-Z0-9_]*. The error
+// quotes the value as Quote does.
+func CheckNamespace(ns string) error {
+	if len(ns) > MaxNamespace {
+		return fmt.Errorf("longer than %d bytes (%d)", MaxNamespace, len(ns))
+	}
+	if !metricNameRe.MatchString(ns) {
+		return fmt.Errorf("invalid metric namespace %s", Quote(ns))
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
 	if len(c.Namespace) > MaxNamespace {
 		return c.Errorf("namespace", "longer than %d bytes (%d)", MaxNamespace, len(c.Namespace))

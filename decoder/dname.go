@@ -18,8 +18,38 @@ func init() { register("dname", newDname) }
 // also keeps the label value valid UTF-8.
 type dnameDecoder struct{}
 
-func newDname(_ *Env, _ config.Decoder, _ int, _ StackMaps) (Decoder, error) {
+func newDname(e *Env, _ config.Decoder, _ int, _ StackMaps) (Decoder, error) {
+	if e != nil && e.Compat {
+		return refDname{}, nil
+	}
 	return dnameDecoder{}, nil
+}
+
+// refDname prints a wire-format name as cloudflare/ebpf_exporter does
+// (Env.Compat): every length byte of the field becomes a dot and the labels
+// are copied as they are, so the text keeps the dot of the final
+// zero-length label ("example.com.") and one more dot per zero byte after
+// it; the leading dot is dropped. An empty field prints as "."; a label
+// running past the end of the field leaves the field's bytes unchanged.
+type refDname struct{}
+
+// Decode never fails.
+func (refDname) Decode(in []byte) ([]byte, error) {
+	if len(in) == 0 {
+		return []byte("."), nil
+	}
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); {
+		n := int(in[i])
+		i++
+		if i+n > len(in) {
+			return in[:len(in):len(in)], nil
+		}
+		out = append(out, '.')
+		out = append(out, in[i:i+n]...)
+		i += n
+	}
+	return out[1:], nil
 }
 
 // Decode fails on a label longer than 63 bytes, a compression pointer, a

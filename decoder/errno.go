@@ -16,8 +16,15 @@ func init() { register("errno", newErrno) }
 // functions return them, are read as their absolute value (-11 → "EAGAIN").
 // Zero prints as "0", and values without a name print in decimal. Besides
 // the userspace errnos, the kernel-internal ones that tracing sees
-// (ERESTARTSYS = 512 …) have names.
-type errnoDecoder struct{ size int }
+// (ERESTARTSYS = 512 …) have names. With Env.Compat it prints what
+// cloudflare/ebpf_exporter prints: golang.org/x/sys's name of the value,
+// else "unknown:<n>" (0 and the kernel-internal values included).
+type errnoDecoder struct {
+	size int
+	// compat prints as cloudflare/ebpf_exporter does (Env.Compat): the
+	// name golang.org/x/sys gives, else "unknown:<n>" (also for 0).
+	compat bool
+}
 
 // kernelErrnos are the values of include/linux/errno.h, which userspace
 // never sees but kprobes and tracepoints do.
@@ -70,13 +77,13 @@ var errnoNames = func() [][]byte {
 	return names
 }()
 
-func newErrno(_ *Env, _ config.Decoder, size int, _ StackMaps) (Decoder, error) {
+func newErrno(e *Env, _ config.Decoder, size int, _ StackMaps) (Decoder, error) {
 	if size != textInput {
 		if err := checkSize("errno", size, 1, 2, 4, 8); err != nil {
 			return nil, err
 		}
 	}
-	return &errnoDecoder{size: size}, nil
+	return &errnoDecoder{size: size, compat: e != nil && e.Compat}, nil
 }
 
 // Decode fails on a raw field of the wrong width or on text that is not a
@@ -102,6 +109,14 @@ func (d *errnoDecoder) Decode(in []byte) ([]byte, error) {
 		if n < 0 {
 			v = -v // two's complement: also right for math.MinInt64
 		}
+	}
+	if d.compat {
+		if v <= 1<<32-1 {
+			if n := unix.ErrnoName(syscall.Errno(v)); n != "" {
+				return []byte(n), nil
+			}
+		}
+		return appendDecimal([]byte("unknown:"), v), nil
 	}
 	if v < uint64(len(errnoNames)) && errnoNames[v] != nil {
 		return errnoNames[v], nil

@@ -14,13 +14,19 @@ func init() { register("hex", newHex) }
 // without leading zeros: 1f 00 00 00 → "0x1f". Any other width, or the text
 // of an earlier decoder, prints as its raw bytes in order, without a 0x
 // prefix: 00 11 22 33 44 55 → "001122334455".
-type hexDecoder struct{ size int }
+//
+// With Env.Compat every field prints as its raw bytes, as
+// cloudflare/ebpf_exporter prints it (1f 00 00 00 → "1f000000").
+type hexDecoder struct {
+	size   int
+	compat bool
+}
 
-func newHex(_ *Env, _ config.Decoder, size int, _ StackMaps) (Decoder, error) {
+func newHex(e *Env, _ config.Decoder, size int, _ StackMaps) (Decoder, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("hex: size %d not supported", size)
 	}
-	return &hexDecoder{size: size}, nil
+	return &hexDecoder{size: size, compat: e != nil && e.Compat}, nil
 }
 
 // Decode never fails for text input; for a raw field, in must be as wide as
@@ -30,7 +36,7 @@ func (d *hexDecoder) Decode(in []byte) ([]byte, error) {
 		if err := checkLen("hex", in, d.size); err != nil {
 			return nil, err
 		}
-		if v, ok := nativeUint(in); ok {
+		if v, ok := nativeUint(in); ok && !d.compat {
 			return hexAddr(make([]byte, 0, 18), v), nil
 		}
 	}

@@ -9,7 +9,9 @@ func init() { register("ifname", newIfname) }
 
 // ifnameDecoder turns a network interface index (ifindex, a u32 of 4 bytes,
 // or 8 bytes holding it) into the interface's name in the exporter's network
-// namespace: 1 → "lo". An index with no interface prints in decimal. Names
+// namespace: 1 → "lo". An index with no interface prints in decimal
+// ("unknown:<index>" with Env.Compat, as cloudflare/ebpf_exporter prints,
+// which also reads only the first 4 bytes of an 8-byte field). Names
 // found are kept in the Env's LRU cache (ifindexes are not reused until they
 // wrap, but a renamed interface keeps its old name until evicted).
 type ifnameDecoder struct {
@@ -30,6 +32,14 @@ func (d *ifnameDecoder) Decode(in []byte) ([]byte, error) {
 		return nil, err
 	}
 	v, _ := nativeUint(in)
+	if d.e.Compat {
+		// cloudflare/ebpf_exporter reads the first 4 bytes and prints
+		// "unknown:<index>" for an index without an interface.
+		v, _ = nativeUint(in[:4])
+		if v == 0 {
+			return []byte("unknown:0"), nil
+		}
+	}
 	if v == 0 || v > 1<<32-1 {
 		return appendDecimal(nil, v), nil
 	}
@@ -40,6 +50,9 @@ func (d *ifnameDecoder) Decode(in []byte) ([]byte, error) {
 	}
 	name, err := ifnameByIndex(idx)
 	if err != nil {
+		if d.e.Compat {
+			return appendDecimal([]byte("unknown:"), v), nil
+		}
 		return appendDecimal(nil, v), nil
 	}
 	cache.Add(idx, name)

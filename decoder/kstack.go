@@ -20,6 +20,8 @@ var noStack = []byte("[no stack]")
 // names of its frames (resolved like ksym), OUTERMOST first, joined by ";"
 // ("entry_SYSCALL_64;do_syscall_64;__x64_sys_sendto;...;tcp_push_one"), the
 // format flame graph tools read. Frames outside kallsyms print in hex.
+// With Env.Compat the frames print as cloudflare/ebpf_exporter prints them:
+// innermost first, one per line, "??" outside kallsyms, "" for no frames.
 //
 // A field of 4 or 8 bytes is a stack id returned by bpf_get_stackid, read
 // from the BPF_MAP_TYPE_STACK_TRACE map named by stack_map (empty: the
@@ -94,12 +96,18 @@ func (d *kstackDecoder) format(raw []byte, frames []uint64, n int) ([]byte, erro
 	for depth < n && frame(depth) != 0 {
 		depth++
 	}
+	if depth == 0 && d.e.Compat {
+		return []byte{}, nil
+	}
 	if depth == 0 {
 		return noStack, nil
 	}
 	syms, err := d.e.kallsyms()
 	if err != nil {
 		return nil, fmt.Errorf("kstack: %w", err)
+	}
+	if d.e.Compat {
+		return refStack(syms, frame, depth), nil
 	}
 	out := make([]byte, 0, depth*24)
 	for i := depth - 1; i >= 0; i-- {
@@ -145,4 +153,22 @@ func (d *kstackDecoder) stackReader() (StackReader, error) {
 	}
 	d.reader.Store(&stackReaderRef{r: r})
 	return r, nil
+}
+
+// refStack formats depth frames as cloudflare/ebpf_exporter does
+// (Env.Compat): innermost first, one per line, "??" for an address outside
+// kallsyms.
+func refStack(syms *kallsyms, frame func(int) uint64, depth int) []byte {
+	out := make([]byte, 0, depth*24)
+	for i := range depth {
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		if name, ok := syms.lookup(frame(i)); ok {
+			out = append(out, name...)
+		} else {
+			out = append(out, "??"...)
+		}
+	}
+	return out
 }

@@ -12,7 +12,8 @@ func init() { register("ksym", newKsym) }
 // of the kernel symbol that contains it, from <ProcRoot>/kallsyms: the symbol
 // at that address or the closest one before it, without offset or module
 // ("tcp_sendmsg"). An address outside the table prints in hex
-// ("0xffffffff81000000").
+// ("0xffffffff81000000"; "unknown_addr:0xffffffff81000000" with Env.Compat,
+// as cloudflare/ebpf_exporter prints).
 //
 // Names are not cached: a binary search of the immutable table (~15 ns, no
 // lock, no allocation) is cheaper than an LRU lookup (~50 ns, and a mutex
@@ -39,6 +40,10 @@ func (d *ksymDecoder) Decode(in []byte) ([]byte, error) {
 	}
 	if name, ok := syms.lookup(addr); ok {
 		return name, nil
+	}
+	if d.e.Compat {
+		// cloudflare/ebpf_exporter's form.
+		return hexAddr(append(make([]byte, 0, 31), "unknown_addr:"...), addr), nil
 	}
 	return hexAddr(make([]byte, 0, 18), addr), nil
 }

@@ -29,7 +29,7 @@ type regexpFilter struct{ re *regexp.Regexp }
 // newRegexp fails for no patterns, more than MaxRegexps, one longer than
 // MaxRegexpLen, or one that does not compile; errors quote at most 24 bytes
 // of a pattern.
-func newRegexp(_ *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, error) {
+func newRegexp(e *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, error) {
 	if len(conf.Regexps) == 0 {
 		return nil, fmt.Errorf("regexp: no patterns (set regexps)")
 	}
@@ -46,6 +46,9 @@ func newRegexp(_ *Env, conf config.Decoder, _ int, _ StackMaps) (Decoder, error)
 			return nil, fmt.Errorf("regexp: bad pattern %s: %s", config.Quote(p), syntaxReason(err))
 		}
 		subs[i] = sub
+	}
+	if e != nil && e.Compat {
+		return newRefRegexp(subs)
 	}
 	// The parsed trees print with their flags made explicit ((?i:...)), so
 	// joining them cannot let one pattern's syntax (\Q, flags) leak into
@@ -74,6 +77,40 @@ func syntaxReason(err error) string {
 func (d *regexpFilter) Decode(in []byte) ([]byte, error) {
 	if d.re.Match(in) {
 		return in[:len(in):len(in)], nil
+	}
+	return nil, ErrSkip
+}
+
+// refRegexp is the regexp decoder as cloudflare/ebpf_exporter runs it
+// (Env.Compat): the patterns are tried in order, and the first that
+// matches with at most one group gives the label: its group's text, or
+// the matched text when it has none. A match of a pattern with more groups
+// is passed over; no match skips the key.
+type refRegexp struct{ res []*regexp.Regexp }
+
+// newRefRegexp compiles each parsed pattern on its own.
+func newRefRegexp(subs []*syntax.Regexp) (Decoder, error) {
+	d := &refRegexp{res: make([]*regexp.Regexp, len(subs))}
+	for i, sub := range subs {
+		re, err := regexp.Compile(sub.String())
+		if err != nil {
+			return nil, fmt.Errorf("regexp: pattern %d does not compile: %s", i, syntaxReason(err))
+		}
+		d.res[i] = re
+	}
+	return d, nil
+}
+
+// Decode returns the group or match, or ErrSkip.
+func (d *refRegexp) Decode(in []byte) ([]byte, error) {
+	for _, re := range d.res {
+		m := re.FindSubmatch(in)
+		switch len(m) {
+		case 1:
+			return m[0][:len(m[0]):len(m[0])], nil
+		case 2:
+			return m[1][:len(m[1]):len(m[1])], nil
+		}
 	}
 	return nil, ErrSkip
 }

@@ -22,7 +22,7 @@ func TestSyscallTables(t *testing.T) {
 		},
 	}
 	for arch, names := range want {
-		d, err := newSyscallFor(arch, 8)
+		d, err := newSyscallFor(arch, 8, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func TestSyscallTables(t *testing.T) {
 			}
 		}
 	}
-	if _, err := newSyscallFor("riscv64", 4); err == nil || err.Error() != "syscall: no syscall table for architecture riscv64 (have amd64 and arm64)" {
+	if _, err := newSyscallFor("riscv64", 4, false); err == nil || err.Error() != "syscall: no syscall table for architecture riscv64 (have amd64 and arm64)" {
 		t.Errorf("riscv64: %v", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestSyscall(t *testing.T) {
 	runCases(t, mustNew(t, e, conf, 4), []decodeCase{
 		{name: "read", in: u32(0), out: "read"},
 		{name: "openat", in: u32(257), out: "openat"},
-		{name: "unknown", in: u32(335), out: "sys_335"},
+		{name: "unknown", in: u32(337), out: "sys_337"},
 		{name: "-1", in: u32(1<<32 - 1), out: "sys_4294967295"},
 		{name: "wide", in: u64(0), err: "syscall: got 8 bytes, want 4"},
 	})
@@ -78,7 +78,7 @@ func TestSyscall(t *testing.T) {
 }
 
 func TestSyscallAllocs(t *testing.T) {
-	d, _ := newSyscallFor("amd64", 4)
+	d, _ := newSyscallFor("amd64", 4, false)
 	in := u32(1)
 	if n := testing.AllocsPerRun(100, func() { d.Decode(in) }); n != 0 {
 		t.Errorf("Decode allocates %v times", n)

@@ -66,6 +66,14 @@ type Options struct {
 	// pods are labelled by UID.
 	Kube   *kube.Options
 	Logger *slog.Logger
+	// Compat is --compat.ebpf-exporter: decoders print what
+	// cloudflare/ebpf_exporter prints where the two differ
+	// (decoder.Env.Compat).
+	Compat bool
+	// DefaultNamespace is the namespace of configs that set none
+	// (--config.default-namespace; "ebpf_exporter" with
+	// --compat.ebpf-exporter); empty: config.DefaultNamespace.
+	DefaultNamespace string
 }
 
 // DefaultLoadTimeout is the default of Options.LoadTimeout
@@ -157,6 +165,7 @@ func New(opts Options) *Exporter {
 func (e *Exporter) Start(ctx context.Context) {
 	env := decoder.NewEnv(min(e.opts.CacheSize, MaxDecoderCache))
 	env.Kube = e.opts.Kube
+	env.Compat = e.opts.Compat
 	e.mu.Lock()
 	e.env = env
 	e.mu.Unlock()
@@ -324,6 +333,9 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 	cfg, data, err := read(src)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = opts.DefaultNamespace
 	}
 	lopts := loader.Options{BTFPath: opts.BTFPath, DisableAttach: opts.DisableAttach}
 	for _, o := range opts.AttachTo[src.Name] {

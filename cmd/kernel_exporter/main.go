@@ -83,6 +83,7 @@ func run() int {
 	)
 	logCfg := &promslog.Config{}
 	promslogflag.AddFlags(app, logCfg)
+	ref := addRefFlags(app)
 	app.Command("serve", "Load the configs and serve their metrics over HTTP until SIGINT or SIGTERM (the default command).").Default()
 	dumpCmd := app.Command("dump", "Load the configs, wait --duration, print every metric once to stdout and exit, leaving no program attached. Exit code 0 when every config was up, 1 when one failed (named on stderr), 2 for bad flags. Takes serve's flags except --web.*, --config.check and --config.strict.")
 	dumpDuration := dumpCmd.Flag("duration", fmt.Sprintf("Time to count events after every config has loaded, more than 0 and at most %v; SIGINT ends it early and still prints.", dump.MaxDuration)).Default(dump.DefaultDuration.String()).Duration()
@@ -109,10 +110,15 @@ func run() int {
 	// The terminal mode's screen is for its tables: it logs warnings and
 	// errors only, unless --log.level asks for debug.
 	terminal := command == histCmd.FullCommand() || command == topCmd.FullCommand()
+	if err := ref.apply(logCfg, webFlags); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	if terminal && logCfg.Level.String() == "info" {
 		_ = logCfg.Level.Set("warn")
 	}
-	log := promslog.New(logCfg)
+	log := ref.logger(promslog.New(logCfg))
+	ref.skipCacheNote(log)
 	slog.SetDefault(log)
 	if command == privsep.Command {
 		return privsep.Main(log)
@@ -219,6 +225,7 @@ func run() int {
 		cpuOpts.EnableStats = helper.StatsFunc()
 	}
 	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Tracepoints: helper.Tracepoints(), Logger: log,
+		Compat: ref.Compat, DefaultNamespace: ref.namespace(),
 		Kube: &kube.Options{NodeName: *kubeNode, Kubeconfig: *kubeConfig, CacheSize: *kubeCache, Logger: log}})
 	defer exp.Close()
 
