@@ -15,14 +15,7 @@ import (
 // name, where this exporter prints names or decimals.
 func TestCompatErrno(t *testing.T) {
 	for _, compat := range []bool{true, false} {
-		e := NewEnv(16)
-		e.Compat = compat
-		want := func(c, k string) string {
-			if compat {
-				return c
-			}
-			return k
-		}
+		e, want := compatEnv(compat)
 		conf := config.Decoder{Name: "errno"}
 		runCases(t, mustNew(t, e, conf, textInput), []decodeCase{
 			{name: "ENOENT", in: []byte("2"), out: "ENOENT"},
@@ -48,14 +41,7 @@ func TestCompatIfname(t *testing.T) {
 		testenv.SkipOrFail(t, "no loopback interface: %v", err)
 	}
 	for _, compat := range []bool{true, false} {
-		e := NewEnv(16)
-		e.Compat = compat
-		want := func(c, k string) string {
-			if compat {
-				return c
-			}
-			return k
-		}
+		e, want := compatEnv(compat)
 		runCases(t, mustNew(t, e, config.Decoder{Name: "ifname"}, 4), []decodeCase{
 			{name: "lo", in: u32(uint32(lo.Index)), out: "lo"},
 			{name: "zero", in: u32(0), out: want("unknown:0", "0")},
@@ -163,4 +149,18 @@ func TestCompatDname(t *testing.T) {
 	runCases(t, mustNew(t, NewEnv(16), config.Decoder{Name: "dname"}, textInput), []decodeCase{
 		{name: "default", in: name, out: "example.com"},
 	})
+}
+
+// compatEnv returns an Env with Compat set to compat, and a function that
+// picks, of the reference's output c and this exporter's k, the one that
+// Env must print.
+func compatEnv(compat bool) (*Env, func(c, k string) string) {
+	e := NewEnv(16)
+	e.Compat = compat
+	return e, func(c, k string) string {
+		if compat {
+			return c
+		}
+		return k
+	}
 }

@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
@@ -58,34 +56,7 @@ func TestPerfEventSection(t *testing.T) {
 		}
 	}
 
-	base := map[string]float64{}
-	for _, c := range []string{"psec_freq", "psec_period"} {
-		base[c] = ms.Value(c+"_perf_samples_total", L("cpu", "0"))
-	}
-	taskset := probeNeedTool(t, "pin the busy loop to CPU 0", "taskset")
-	start := time.Now()
-	cmd := exec.Command(taskset, "-c", "0", bin, "spin", "1000")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ke_target spin: %v\n%s", err, out)
-	}
-	cpuTime := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
-	ms = e.Scrape()
-	window := time.Since(start).Seconds()
-	if cpuTime < 0.05 {
-		t.Fatalf("ke_target got only %.3f s of CPU time in 1 s of spinning: too little to check sampling", cpuTime)
-	}
-	for _, c := range []string{"psec_freq", "psec_period"} {
-		name := c + "_perf_samples_total"
-		mine := ms.Value(name, L("cpu", "0", "comm", "ke_target"))
-		total := ms.Value(name, L("cpu", "0")) - base[c]
-		t.Logf("%s: CPU 0 had %v samples in %.3f s; ke_target had %v for %.3f s of CPU time", c, total, window, mine, cpuTime)
-		if total < 800*window || total > 1200*window {
-			t.Errorf("%s: %v samples on CPU 0 in %.3f s at 1000 Hz, want %.0f..%.0f", c, total, window, 800*window, 1200*window)
-		}
-		if want := 1000 * cpuTime; mine < 0.75*want-20 || mine > 1.25*want+20 {
-			t.Errorf("%s: %v samples of ke_target for %.3f s of CPU time at 1000 Hz, want %.0f ± 25%%", c, mine, cpuTime, want)
-		}
-	}
+	ms = checkCPUClockSampling(t, e, bin, ms, "psec")
 	t.Run("hardware_cycles", func(t *testing.T) {
 		if !hwSupported {
 			testenv.SkipLacking(t, "a hardware PMU", "config psec_hw is down (its reason was checked), so cycles sampling cannot be checked")

@@ -65,12 +65,30 @@ func TestPerfEventSoftware(t *testing.T) {
 		}
 	}
 
+	ms = checkCPUClockSampling(t, e, bin, ms, "perf")
+	t.Run("hardware_cycles", func(t *testing.T) {
+		if !hwSupported {
+			testenv.SkipLacking(t, "a hardware PMU", "config perf_hw is down (its reason was checked), so cycles sampling cannot be checked")
+		}
+		if v := ms.Value("perf_hw_perf_samples_total", L("comm", "ke_target")); v == 0 {
+			t.Errorf("hardware cycles: no samples of ke_target")
+		}
+	})
+}
+
+// checkCPUClockSampling runs ke_target's 1 s busy loop pinned to CPU 0 and
+// checks the configs <prefix>_freq and <prefix>_period, which sample
+// cpu-clock at 1000 Hz (by frequency and by period), against it. ms is a
+// scrape from before; it returns the scrape after.
+func checkCPUClockSampling(t *testing.T, e *Exporter, bin string, ms Metrics, prefix string) Metrics {
+	t.Helper()
+	configs := []string{prefix + "_freq", prefix + "_period"}
 	// cpu-clock samples every CPU at 1000 Hz whatever runs there (the idle
 	// task too), so a window of d seconds has about 1000·d samples on CPU 0;
 	// of those, ke_target gets about 1000 per second of CPU time it used
 	// (other tests may share CPU 0, so its share is not asserted).
 	base := map[string]float64{}
-	for _, c := range []string{"perf_freq", "perf_period"} {
+	for _, c := range configs {
 		base[c] = ms.Value(c+"_perf_samples_total", L("cpu", "0"))
 	}
 	// taskset pins before exec, so no sample of ke_target lands elsewhere.
@@ -83,7 +101,7 @@ func TestPerfEventSoftware(t *testing.T) {
 	cpuTime := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	ms = e.Scrape()
 	window := time.Since(start).Seconds()
-	for _, c := range []string{"perf_freq", "perf_period"} {
+	for _, c := range configs {
 		name := c + "_perf_samples_total"
 		mine := ms.Value(name, L("cpu", "0", "comm", "ke_target"))
 		all := ms.Value(name, L("comm", "ke_target"))
@@ -103,12 +121,5 @@ func TestPerfEventSoftware(t *testing.T) {
 			t.Errorf("%s: %v samples of ke_target on other CPUs, want 0 (pinned to CPU 0)", c, all-mine)
 		}
 	}
-	t.Run("hardware_cycles", func(t *testing.T) {
-		if !hwSupported {
-			testenv.SkipLacking(t, "a hardware PMU", "config perf_hw is down (its reason was checked), so cycles sampling cannot be checked")
-		}
-		if v := ms.Value("perf_hw_perf_samples_total", L("comm", "ke_target")); v == 0 {
-			t.Errorf("hardware cycles: no samples of ke_target")
-		}
-	})
+	return ms
 }
