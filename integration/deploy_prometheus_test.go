@@ -157,9 +157,9 @@ func TestDeployExprsReturnData(t *testing.T) {
 		switch {
 		case errs[i] != nil:
 			t.Errorf("%s: %s: %v", x.Source, x.Data, errs[i])
-		case got[i] > 0 && deployNoEvent[x.Source] != "":
-			t.Errorf("%s returned data but is listed in deployNoEvent: remove it there", x.Source)
 		case got[i] > 0 && noEventReason(x, recorded) != "":
+			// The event can still happen (a retransmit on a loaded
+			// machine): data is fine, only its absence is excused.
 			t.Logf("DATA    %-70s %d series (although %s): %s", x.Source, got[i], noEventReason(x, recorded), x.Data)
 		case got[i] > 0:
 			t.Logf("DATA    %-70s %d series: %s", x.Source, got[i], x.Data)
