@@ -72,10 +72,11 @@ type metric struct {
 }
 
 // mapRead is one map's read: the metrics that read it (several for a
-// struct value), indexes into Config.metrics in config order.
+// struct value), Config.metrics[first:first+n], which the plan keeps
+// next to each other.
 type mapRead struct {
-	reader  *mapReader
-	metrics []int
+	reader   *mapReader
+	first, n int
 }
 
 // Limits bound what a Config keeps and exports.
@@ -102,15 +103,15 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		// The metrics of a struct value share their map's reader, and
 		// one read of the map serves them all.
 		var r *mapReader
-		if n := len(c.reads); n > 0 && c.metrics[c.reads[n-1].metrics[0]].MapName == mp.MapName {
+		if n := len(c.reads); n > 0 && c.metrics[c.reads[n-1].first].MapName == mp.MapName {
 			r = c.reads[n-1].reader
-			c.reads[n-1].metrics = append(c.reads[n-1].metrics, len(c.metrics))
+			c.reads[n-1].n++
 		} else {
 			var err error
 			if r, err = newMapReader(m, mp.PerCPU); err != nil {
 				return nil, err
 			}
-			c.reads = append(c.reads, mapRead{reader: r, metrics: []int{len(c.metrics)}})
+			c.reads = append(c.reads, mapRead{reader: r, first: len(c.metrics), n: 1})
 		}
 		cache := int(m.MaxEntries())
 		if lim.CacheSize > 0 {
@@ -194,10 +195,8 @@ func (c *Config) read() *Snapshot {
 	snap := &Snapshot{Config: c.name, Families: make([]*Family, len(c.metrics))}
 	entries, series := 0, 0
 	for _, rd := range c.reads {
-		ms := make([]*metric, len(rd.metrics))
-		for j, i := range rd.metrics {
-			m := c.metrics[i]
-			ms[j] = m
+		ms := c.metrics[rd.first : rd.first+rd.n]
+		for _, m := range ms {
 			m.begin()
 			if m.exp != nil {
 				m.exp.begin(now)
@@ -215,8 +214,8 @@ func (c *Config) read() *Snapshot {
 			})
 		}
 		entries += n
-		for j, i := range rd.metrics {
-			m := ms[j]
+		for j, m := range ms {
+			i := rd.first + j
 			f := &Family{Name: m.Name, Help: m.Help, Kind: m.Kind, LabelNames: m.rs.names}
 			if m.Histogram {
 				f.Kind, f.Upper, f.Native = KindHistogram, m.rs.upper, m.native
@@ -228,7 +227,7 @@ func (c *Config) read() *Snapshot {
 				m.end(false)
 			} else {
 				if m.exp != nil {
-					m.exp.eachCarried(m.rs.gen, m.carried)
+					m.exp.eachCarried(m.rs.gen, m.addSeen)
 				}
 				if m.Histogram {
 					m.emitHistograms(f)
@@ -248,9 +247,10 @@ func (c *Config) read() *Snapshot {
 	return snap
 }
 
-// carried adds a key that expiry carries but the read did not find in the
-// map (value 0: see adds its carry).
-func (m *metric) carried(key []byte, v uint64) {
+// addSeen adds value v of key through expiry: v plus the key's carry, and
+// the key's idle state updated (see expire.go). Expiry also hands it the
+// keys it carries that the read did not find in the map, with v 0.
+func (m *metric) addSeen(key []byte, v uint64) {
 	e, v := m.exp.see(key, v, m.rs.gen)
 	m.add(key, v)
 	e.s = m.rs.keySeries

@@ -31,14 +31,11 @@ func (m *metric) valueSum(val []byte) uint64 {
 // entry adds one map entry to the read in flight.
 func (m *metric) entry(key, val []byte) {
 	if !m.CPULabel {
-		v := m.valueSum(val)
-		if x := m.exp; x != nil {
-			e, v := x.see(key, v, m.rs.gen)
-			m.add(key, v)
-			e.s = m.rs.keySeries
-			return
+		if m.exp != nil {
+			m.addSeen(key, m.valueSum(val))
+		} else {
+			m.add(key, m.valueSum(val))
 		}
-		m.add(key, v)
 		return
 	}
 	k := m.cpuKey

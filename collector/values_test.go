@@ -175,7 +175,7 @@ const structYAML = `metrics:
 func TestStructValues(t *testing.T) {
 	spec := &ebpf.MapSpec{Name: "flows", Type: ebpf.Hash, KeySize: 4, ValueSize: 16, MaxEntries: 8, Value: flowValue()}
 	c, maps := fixture(t, strings.Replace(structYAML, "PERCPU", "sum", 1), spec)
-	if len(c.reads) != 1 || len(c.reads[0].metrics) != 3 {
+	if len(c.reads) != 1 || c.reads[0].n != 3 {
 		t.Fatalf("reads %+v: want one read for the three metrics", c.reads)
 	}
 	if err := maps["flows"].Put(uint32(80), flowBytes(1500, 3, -2)); err != nil {
