@@ -61,10 +61,20 @@ func buildProbeBPF(t *testing.T, src, dir, name string) {
 // dir/ke_target with optimization opt ("-O0", "-O2").
 func buildProbeTarget(t *testing.T, dir, opt string) string {
 	t.Helper()
+	return buildProbeProgram(t, dir, "ke_target", opt, "target.c", "target_gated.c")
+}
+
+// buildProbeProgram compiles the C files srcs of testdata/probes into
+// dir/name with optimization opt, and returns its path.
+func buildProbeProgram(t *testing.T, dir, name, opt string, srcs ...string) string {
+	t.Helper()
 	cc := probeNeedTool(t, "C compiler for the traced program", "gcc", "cc", "clang-19")
-	out := filepath.Join(dir, "ke_target")
-	src := filepath.Join(repoRoot, "integration", "testdata", "probes")
-	cmd := exec.Command(cc, opt, "-Wall", "-o", out, filepath.Join(src, "target.c"), filepath.Join(src, "target_gated.c"))
+	out := filepath.Join(dir, name)
+	args := []string{opt, "-Wall", "-o", out}
+	for _, s := range srcs {
+		args = append(args, filepath.Join(repoRoot, "integration", "testdata", "probes", s))
+	}
+	cmd := exec.Command(cc, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s(<sys/sdt.h> is in Debian's systemtap-sdt-dev)", cmd, err, b)
 	}
