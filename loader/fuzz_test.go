@@ -138,6 +138,10 @@ func fuzzParseObject(t *testing.T, data []byte) {
 	if err := checkProbeTargets(copied, cfg); err != nil {
 		checkErrText(t, "checkProbeTargets", err)
 	}
+	// libbpf's usdt.bpf.h: the spec layout from the object's BTF.
+	if _, err := prepareLibbpfUSDT(copied); err != nil {
+		checkErrText(t, "prepareLibbpfUSDT", err)
+	}
 	// kaddrs against a small kallsyms; the object's variables (if any) are
 	// set or refused, never indexed out of range.
 	for name, v := range copied.Variables {

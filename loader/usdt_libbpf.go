@@ -23,6 +23,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -189,7 +190,7 @@ func answerCookieKconfig(spec *ebpf.CollectionSpec, have bool) error {
 	for _, v := range ds.Vars {
 		if n := v.Type.TypeName(); n == libbpfCookieVar {
 			found = true
-		} else {
+		} else if len(others) < 3 {
 			others = append(others, sanitize(n))
 		}
 	}
@@ -197,7 +198,7 @@ func answerCookieKconfig(spec *ebpf.CollectionSpec, have bool) error {
 		return nil
 	}
 	if len(others) > 0 {
-		return fmt.Errorf("object reads __kconfig variables %v besides %s: not supported together with libbpf's usdt.bpf.h", others, libbpfCookieVar)
+		return fmt.Errorf("object reads %d __kconfig variables besides %s (%s): not supported together with libbpf's usdt.bpf.h", len(ds.Vars)-1, libbpfCookieVar, strings.Join(others, ", "))
 	}
 	var val uint64
 	if have {
