@@ -61,21 +61,9 @@ func TestUSDT(t *testing.T) {
 				t.Fatalf("semaphore %d before any attachment, want 0", before.ReadySema)
 			}
 			e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=usdt")
-			ms := e.Scrape()
-			if v := ms.Value("kernel_exporter_config_up", L("config", "usdt")); v != 1 {
-				t.Fatalf("usdt config down\n%s", e.Logs())
-			}
-			// A process started after the attachment sees the semaphore
-			// raised too (the kernel updates it when the file is mapped).
-			after := startProbeTarget(t, bin, n)
-			if after.ReadySema != 1 {
-				t.Errorf("semaphore %d in a process started after attaching, want 1", after.ReadySema)
-			}
-			if s := before.run(); s != 1 {
-				t.Errorf("semaphore %d in a process started before attaching, want 1", s)
-			}
+			after := checkSemaphoreRaised(t, e, "usdt", bin, before, n)
 
-			ms = e.Scrape()
+			ms := e.Scrape()
 			v := func(what string) float64 { return ms.Value("usdt_usdt_values_total", L("what", what)) }
 			var sumI, sumLow float64
 			for i := 1; i <= n; i++ {

@@ -208,3 +208,24 @@ func (tg *probeTarget) run() int {
 	}
 	return tg.expect("done")
 }
+
+// checkSemaphoreRaised checks that config is up in e and that its USDT
+// attachment raised the semaphore of the probes of bin: in before, a
+// "calls n" process started before the exporter, which it runs (firing its
+// probes n times), and in a process started after the attachment (the
+// kernel updates the semaphore when the file is mapped), which it returns
+// ready but not run.
+func checkSemaphoreRaised(t *testing.T, e *Exporter, config, bin string, before *probeTarget, n int) *probeTarget {
+	t.Helper()
+	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", config)); v != 1 {
+		t.Fatalf("%s config down\n%s", config, e.Logs())
+	}
+	after := startProbeTarget(t, bin, n)
+	if after.ReadySema != 1 {
+		t.Errorf("semaphore %d in a process started after attaching, want 1", after.ReadySema)
+	}
+	if s := before.run(); s != 1 {
+		t.Errorf("semaphore %d in a process started before attaching, want 1", s)
+	}
+	return after
+}

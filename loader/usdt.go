@@ -130,7 +130,14 @@ func attachUSDTTarget(u config.USDT, prog *ebpf.Program, specs *ebpf.Map, env *a
 			return fmt.Errorf("usdt %s %s: file offset 0 is not a valid probe address", bin, site.String())
 		}
 		opts := &link.UprobeOptions{Address: site.Offset, RefCtrOffset: site.SemaphoreOffset, PID: u.PID}
-		id := env.nextSpec
+		// The site's spec id: its index in the spec maps and, where the
+		// BPF side reads it so, the attachment's cookie.
+		var id uint32
+		var lu *libbpfUSDT
+		if env != nil {
+			id, lu = env.nextSpec, env.libbpf
+		}
+		useCookie := specs != nil
 		if specs != nil {
 			if id >= specs.MaxEntries() {
 				return fmt.Errorf("usdt %s %s: more than %d probe sites in this object (raise KE_USDT_MAX_SPECS)", bin, probe, specs.MaxEntries())
@@ -143,17 +150,18 @@ func attachUSDTTarget(u config.USDT, prog *ebpf.Program, specs *ebpf.Map, env *a
 			if err := specs.Put(id, b); err != nil {
 				return fmt.Errorf("usdt %s %s: write argument spec: %w", bin, site.String(), err)
 			}
-			opts.Cookie = uint64(id)
 		}
-		if env != nil && env.libbpf != nil {
-			cookie, err := env.libbpf.libbpfSite(env, f, site, id)
-			if err != nil {
+		if lu != nil {
+			if err := lu.libbpfSite(env, f, site, id); err != nil {
 				return fmt.Errorf("usdt %s %s: %w", bin, site.String(), err)
 			}
-			opts.Cookie = max(opts.Cookie, cookie)
+			useCookie = useCookie || lu.cookie
 		}
-		if specs != nil || (env != nil && env.libbpf != nil) {
+		if specs != nil || lu != nil {
 			env.nextSpec++
+		}
+		if useCookie {
+			opts.Cookie = uint64(id)
 		}
 		l, err := ex.Uprobe("", prog, opts)
 		if err != nil {

@@ -236,37 +236,40 @@ func answerCookieKconfig(spec *ebpf.CollectionSpec, have bool) error {
 var errNeedCookie = errors.New("libbpf's usdt.bpf.h reads the arguments of a position-independent file only with BPF cookies (Linux 5.15+)")
 
 // libbpfSite writes the spec of one probe site into the object's libbpf
-// maps under spec id id, and returns the attachment's cookie.
-func (lu *libbpfUSDT) libbpfSite(env *attachEnv, f *usdt.File, site usdt.Probe, id uint32) (uint64, error) {
+// maps under spec id id. With BPF cookies (lu.cookie) the attachment's
+// cookie must be id; without them the id is also written under the site's
+// address into __bpf_usdt_ip_to_spec_id, which only a file at fixed
+// addresses allows (errNeedCookie otherwise).
+func (lu *libbpfUSDT) libbpfSite(env *attachEnv, f *usdt.File, site usdt.Probe, id uint32) error {
 	specs := env.coll.Maps[usdt.LibbpfSpecsMap]
 	if specs == nil {
-		return 0, fmt.Errorf("map %s was not loaded", usdt.LibbpfSpecsMap)
+		return fmt.Errorf("map %s was not loaded", usdt.LibbpfSpecsMap)
 	}
 	if id >= specs.MaxEntries() {
-		return 0, fmt.Errorf("more than %d probe sites in this object (raise BPF_USDT_MAX_SPEC_CNT)", specs.MaxEntries())
+		return fmt.Errorf("more than %d probe sites in this object (raise BPF_USDT_MAX_SPEC_CNT)", specs.MaxEntries())
 	}
 	b, err := lu.layout.LibbpfSpec(f.Machine, site.Args, 0)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if err := specs.Put(id, b); err != nil {
-		return 0, fmt.Errorf("write argument spec: %w", err)
+		return fmt.Errorf("write argument spec: %w", err)
 	}
 	if lu.cookie {
-		return uint64(id), nil
+		return nil
 	}
 	// Without cookies the header looks the spec id up by the probe's
 	// address in the process: the link-time address in a fixed-address
 	// executable, unknown in a position-independent file.
 	if f.Type != elf.ET_EXEC {
-		return 0, errNeedCookie
+		return errNeedCookie
 	}
 	ips := env.coll.Maps[usdt.LibbpfIPToSpecMap]
 	if ips == nil {
-		return 0, fmt.Errorf("map %s was not loaded", usdt.LibbpfIPToSpecMap)
+		return fmt.Errorf("map %s was not loaded", usdt.LibbpfIPToSpecMap)
 	}
 	if err := ips.Put(site.PC, id); err != nil {
-		return 0, fmt.Errorf("write %s: %w", usdt.LibbpfIPToSpecMap, err)
+		return fmt.Errorf("write %s: %w", usdt.LibbpfIPToSpecMap, err)
 	}
-	return 0, nil
+	return nil
 }

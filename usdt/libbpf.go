@@ -408,32 +408,13 @@ func (l *LibbpfLayout) argPlace(machine elf.Machine, a Arg) (typ uint64, val int
 	return 0, 0, 0, 0, 0, false
 }
 
-// typeName names a BTF type for an error: its kind and sanitized name.
+// typeName names a BTF type for an error: its sanitized name.
 func typeName(t btf.Type) string {
 	if t == nil {
 		return "no type"
 	}
-	u := btf.UnderlyingType(t)
-	if n := u.TypeName(); n != "" {
-		return fmt.Sprintf("%s %s", kindName(u), token(n))
+	if n := btf.UnderlyingType(t).TypeName(); n != "" {
+		return "type " + token(n)
 	}
-	return kindName(u)
-}
-
-func kindName(t btf.Type) string {
-	switch t.(type) {
-	case *btf.Struct:
-		return "struct"
-	case *btf.Union:
-		return "union"
-	case *btf.Enum:
-		return "enum"
-	case *btf.Int:
-		return "int"
-	case *btf.Array:
-		return "array"
-	case *btf.Pointer:
-		return "pointer"
-	}
-	return "a type of another kind"
+	return "an unnamed type"
 }

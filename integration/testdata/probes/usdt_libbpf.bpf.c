@@ -25,6 +25,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
+#include "kernel_exporter/maps.bpf.h"
 
 #ifndef KE_TARGET
 #error "KE_TARGET must be defined"
@@ -52,16 +53,7 @@ struct {
 
 static __always_inline void add(u32 what, u64 v)
 {
-	u64 zero = 0, *p;
-
-	p = bpf_map_lookup_elem(&libbpf_usdt_values_total, &what);
-	if (!p) {
-		bpf_map_update_elem(&libbpf_usdt_values_total, &what, &zero, BPF_NOEXIST);
-		p = bpf_map_lookup_elem(&libbpf_usdt_values_total, &what);
-		if (!p)
-			return;
-	}
-	__sync_fetch_and_add(p, v);
+	ke_add(&libbpf_usdt_values_total, &what, v);
 }
 
 SEC("usdt/" KE_TARGET ":ketest_libbpf:mixed")
@@ -69,7 +61,6 @@ int BPF_USDT(on_mixed, int i, long neg, int c42, int cneg9, const char *name,
 	     unsigned char low, signed char small, long counter)
 {
 	struct name_key key = {};
-	u64 zero = 0, *p;
 	long v;
 
 	add(0, 1);
@@ -84,18 +75,10 @@ int BPF_USDT(on_mixed, int i, long neg, int c42, int cneg9, const char *name,
 	add(9, bpf_usdt_cookie(ctx));
 	if (bpf_usdt_arg(ctx, 8, &v) == -ENOENT)
 		add(10, 1);
-	if (bpf_probe_read_user_str(key.name, sizeof(key.name), name) < 0) {
+	if (bpf_probe_read_user_str(key.name, sizeof(key.name), name) < 0)
 		add(15, 1);
-		return 0;
-	}
-	p = bpf_map_lookup_elem(&libbpf_usdt_names_total, &key);
-	if (!p) {
-		bpf_map_update_elem(&libbpf_usdt_names_total, &key, &zero, BPF_NOEXIST);
-		p = bpf_map_lookup_elem(&libbpf_usdt_names_total, &key);
-		if (!p)
-			return 0;
-	}
-	__sync_fetch_and_add(p, 1);
+	else
+		ke_add(&libbpf_usdt_names_total, &key, 1);
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
+#include "kernel_exporter/maps.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -34,13 +35,8 @@ SEC("usdt/python3:python:import__find__load__start")
 int BPF_USDT(on_import, void *name)
 {
 	struct module_key key = {};
-	u64 one = 1, *p;
 
 	bpf_probe_read_user_str(key.name, sizeof(key.name), name);
-	p = bpf_map_lookup_elem(&python_imports_total, &key);
-	if (p)
-		__sync_fetch_and_add(p, 1);
-	else
-		bpf_map_update_elem(&python_imports_total, &key, &one, BPF_NOEXIST);
+	ke_add(&python_imports_total, &key, 1);
 	return 0;
 }
