@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
 )
 
 // testSym is a symbol of testObject: name, info, other and section index.
@@ -166,4 +170,64 @@ func TestResolveBinary(t *testing.T) {
 			t.Errorf("%s: error %v", name, err)
 		}
 	}
+}
+
+// TestPrepareLibbpfUSDT parses the prebuilt test object built with the
+// system libbpf's usdt.bpf.h and checks what Load will get: the spec
+// layout of libbpf 0.8-1.6, the hidden helpers static, and every load of
+// LINUX_HAS_BPF_COOKIE pointed at the frozen answer map.
+func TestPrepareLibbpfUSDT(t *testing.T) {
+	data, err := os.ReadFile("../integration/testdata/fallback/usdt_libbpf.bpf.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := ParseObject("usdt_libbpf.bpf.o", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lu, err := prepareLibbpfUSDT(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lu == nil || lu.layout.SpecSize != 208 || lu.layout.MaxArgs != 12 || lu.layout.HasSIB {
+		t.Fatalf("layout %+v, want 208 bytes, 12 arguments, no SIB", lu)
+	}
+	m := spec.Maps[libbpfCookieMap]
+	if m == nil || m.Flags&unix.BPF_F_RDONLY_PROG == 0 || len(m.Contents) != 1 || m.Contents[0].Value != uint64(b2i(lu.cookie)) {
+		t.Fatalf("cookie map %+v, want read-only holding %v", m, lu.cookie)
+	}
+	var loads, static int
+	for _, ps := range spec.Programs {
+		for i := range ps.Instructions {
+			ins := &ps.Instructions[i]
+			if ins.OpCode.IsDWordLoad() && ins.Src == asm.PseudoMapValue {
+				if ins.Reference() == "" {
+					t.Errorf("%s: instruction %d: a map-value load without a map is left", ps.Name, i)
+				}
+				if ins.Reference() == libbpfCookieMap {
+					loads++
+				}
+			}
+			if fn := btf.FuncMetadata(ins); fn != nil && strings.HasPrefix(fn.Name, "bpf_usdt_") {
+				if fn.Linkage != btf.StaticFunc {
+					t.Errorf("%s: hidden helper %s has linkage %v", ps.Name, fn.Name, fn.Linkage)
+				}
+				static++
+			}
+		}
+	}
+	if loads == 0 || static == 0 {
+		t.Errorf("%d loads of %s rewritten, %d hidden helpers seen; want some of each", loads, libbpfCookieVar, static)
+	}
+	// Again (a Load of a copy after alternatives): nothing changes.
+	if _, err := prepareLibbpfUSDT(spec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
