@@ -260,3 +260,32 @@ usdt:
 	r.result = fmt.Sprintf("ok: %v firings, argument sums exact", v(0))
 	t.Logf("%s: %v firings; sums i %v, -neg %v, const %v, arg_cnt %v; %v failed reads", how, v(0), v(1), v(2), v(3), v(4), v(5))
 }
+
+// TestUSDTLibbpfUnknownLayout checks that an object whose libbpf USDT spec
+// struct has a member this version does not know is refused with a reason
+// naming the struct and the member, and nothing attached.
+func TestUSDTLibbpfUnknownLayout(t *testing.T) {
+	dir := t.TempDir()
+	buildProbeBPF(t, "usdt_libbpf_future", dir, "future")
+	writeProbeConfig(t, dir, "future", `metrics:
+  counters:
+    - name: future_calls_total
+      help: Never counted
+      labels:
+        - name: id
+          size: 4
+          decoders:
+            - name: uint
+`)
+	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=future")
+	ms := e.Scrape()
+	if v := ms.Value("kernel_exporter_config_up", L("config", "future")); v != 0 {
+		t.Fatalf("config with an unknown spec layout is up\n%s", e.Logs())
+	}
+	const want = "map __bpf_usdt_specs: struct __bpf_usdt_arg_spec: member scale is not in a layout this version knows (libbpf 0.8 to 1.7)"
+	reasons := strings.Join(ms.LabelValues("kernel_exporter_config_error_info", "reason"), "\n")
+	if !strings.Contains(reasons, want) {
+		t.Errorf("no reason containing %q in:\n%s", want, reasons)
+	}
+	t.Logf("reason: %s", reasons)
+}
