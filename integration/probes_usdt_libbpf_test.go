@@ -73,12 +73,7 @@ func TestUSDTLibbpf(t *testing.T) {
 				fmt.Sprintf("-DKE_TARGET=%q", bin))
 			writeProbeConfig(t, dir, "libbpf", libbpfUSDTConfig)
 
-			before := startProbeTarget(t, bin, n)
-			if before.ReadySema != 0 {
-				t.Fatalf("semaphore %d before any attachment, want 0", before.ReadySema)
-			}
-			e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=libbpf")
-			after := checkSemaphoreRaised(t, e, "libbpf", bin, before, n)
+			e, after := startWithSemaphore(t, dir, "libbpf", bin, n)
 
 			ms := e.Scrape()
 			v := func(what string) float64 { return ms.Value("ketest_libbpf_usdt_values_total", L("what", what)) }
@@ -113,12 +108,7 @@ func TestUSDTLibbpf(t *testing.T) {
 			t.Logf("%s: mixed %v (i sum %v, -neg sum %v, low sum %v, -small sum %v, global sum %v), names %v, site %v (arg sum %v)",
 				opt, v("mixed_fired"), v("i"), v("neg"), v("low"), v("small"), v("global"), names, v("site_fired"), v("site_arg"))
 
-			if err := e.Stop(); err != nil {
-				t.Errorf("exporter exit: %v", err)
-			}
-			if s := after.run(); s != 0 {
-				t.Errorf("semaphore %d after the exporter stopped, want 0", s)
-			}
+			stopLowersSemaphore(t, e, after)
 		})
 	}
 }

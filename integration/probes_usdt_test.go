@@ -56,12 +56,7 @@ func TestUSDT(t *testing.T) {
 			buildProbeBPF(t, "usdt", dir, "usdt")
 			writeProbeConfig(t, dir, "usdt", usdtConfig("usdt", bin))
 
-			before := startProbeTarget(t, bin, n)
-			if before.ReadySema != 0 {
-				t.Fatalf("semaphore %d before any attachment, want 0", before.ReadySema)
-			}
-			e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=usdt")
-			after := checkSemaphoreRaised(t, e, "usdt", bin, before, n)
+			e, after := startWithSemaphore(t, dir, "usdt", bin, n)
 
 			ms := e.Scrape()
 			v := func(what string) float64 { return ms.Value("usdt_usdt_values_total", L("what", what)) }
@@ -87,12 +82,7 @@ func TestUSDT(t *testing.T) {
 				opt, v("args_fired"), v("args_i"), v("args_neg"), v("args_low"), v("consts_fired"), v("global_value"), v("gated_fired"))
 
 			// Detaching lowers the semaphore again: the probe stops firing.
-			if err := e.Stop(); err != nil {
-				t.Errorf("exporter exit: %v", err)
-			}
-			if s := after.run(); s != 0 {
-				t.Errorf("semaphore %d after the exporter stopped, want 0", s)
-			}
+			stopLowersSemaphore(t, e, after)
 		})
 	}
 }

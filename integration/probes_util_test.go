@@ -209,14 +209,19 @@ func (tg *probeTarget) run() int {
 	return tg.expect("done")
 }
 
-// checkSemaphoreRaised checks that config is up in e and that its USDT
-// attachment raised the semaphore of the probes of bin: in before, a
-// "calls n" process started before the exporter, which it runs (firing its
-// probes n times), and in a process started after the attachment (the
-// kernel updates the semaphore when the file is mapped), which it returns
-// ready but not run.
-func checkSemaphoreRaised(t *testing.T, e *Exporter, config, bin string, before *probeTarget, n int) *probeTarget {
+// startWithSemaphore starts the exporter with config from dir, whose USDT
+// probes in bin have a semaphore, and checks that the attachment raised
+// it: a "calls n" process of bin started before the exporter sees 0 at
+// first and 1 once attached (it is run: its probes fire n times), and one
+// started after (the kernel updates the semaphore when the file is mapped)
+// sees 1; that one is returned ready, not run.
+func startWithSemaphore(t *testing.T, dir, config, bin string, n int) (*Exporter, *probeTarget) {
 	t.Helper()
+	before := startProbeTarget(t, bin, n)
+	if before.ReadySema != 0 {
+		t.Fatalf("semaphore %d before any attachment, want 0", before.ReadySema)
+	}
+	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names="+config)
 	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", config)); v != 1 {
 		t.Fatalf("%s config down\n%s", config, e.Logs())
 	}
@@ -227,5 +232,17 @@ func checkSemaphoreRaised(t *testing.T, e *Exporter, config, bin string, before 
 	if s := before.run(); s != 1 {
 		t.Errorf("semaphore %d in a process started before attaching, want 1", s)
 	}
-	return after
+	return e, after
+}
+
+// stopLowersSemaphore stops the exporter and checks that detaching lowered
+// the semaphore again: after runs with it at 0 (its probes do not fire).
+func stopLowersSemaphore(t *testing.T, e *Exporter, after *probeTarget) {
+	t.Helper()
+	if err := e.Stop(); err != nil {
+		t.Errorf("exporter exit: %v", err)
+	}
+	if s := after.run(); s != 0 {
+		t.Errorf("semaphore %d after the exporter stopped, want 0", s)
+	}
 }
