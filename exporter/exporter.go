@@ -381,6 +381,8 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 	if err != nil {
 		return obj, nil, nil, err
 	}
+	// perf_event_array readers end with the object, whichever path closes it.
+	obj.OnClose(c.Close)
 	if err := e.startCgroupIDMap(cfg, obj); err != nil {
 		return obj, nil, nil, err
 	}
