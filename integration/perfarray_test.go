@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -74,7 +75,7 @@ func perfArrayConfig(t *testing.T, extra string) string {
 // across scrapes.
 func TestPerfEventArrayCounter(t *testing.T) {
 	dir := perfArrayConfig(t, "")
-	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=perf_getpgid")
+	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=perf_getpgid", "--capabilities.keep=perfmon")
 	const metric = "kernel_getpgid_calls_total"
 	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", "perf_getpgid")); v != 1 {
 		t.Fatalf("config_up{config=perf_getpgid} = %v, want 1\n%s", v, e.Logs())
@@ -105,6 +106,58 @@ func TestPerfEventArrayCounter(t *testing.T) {
 	Eventually(t, 5*time.Second, func() bool {
 		return e.Scrape().Value(metric, L("pid", "4000001")) == 5
 	}, "%s{pid=4000001} did not move from 3 to 5", metric)
+
+	// A reload (changed help) replaces the reader: the old version's
+	// perf events are closed (as many open after as before), and the new
+	// version counts from 0.
+	pid := e.cmd.Process.Pid
+	perfFDs := perfEventFDs(t, pid)
+	y := filepath.Join(dir, "perf_getpgid.yaml")
+	b, err := os.ReadFile(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "by pid argument", "by pid argument (reloaded)", 1))
+	if err := os.WriteFile(y, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 20*time.Second, func() bool {
+		f := e.Scrape()[metric]
+		return f == nil || strings.Contains(f.GetHelp(), "(reloaded)")
+	}, "the reload did not happen\n%s", e.Logs())
+	getpgidCalls(t, map[int]int{4000001: 2})
+	Eventually(t, 5*time.Second, func() bool {
+		return e.Scrape().Value(metric, L("pid", "4000001")) == 2
+	}, "%s{pid=4000001} after the reload and 2 calls: want 2\n%s", metric, e.Logs())
+	if n := perfEventFDs(t, pid); n != perfFDs {
+		t.Errorf("the exporter holds %d perf event fds after the reload, %d before: the old reader's were not closed", n, perfFDs)
+	}
+	if err := e.Stop(); err != nil {
+		t.Errorf("exporter exit: %v, want a clean exit\n%s", err, e.Logs())
+	}
+}
+
+// perfEventFDs counts the perf event file descriptors process pid holds.
+func perfEventFDs(t *testing.T, pid int) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == "anon_inode:[perf_event]" {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("process %d holds no perf event fd", pid)
+	}
+	return n
 }
 
 // TestPerfEventArrayFlush runs perf_getpgid with flush_interval: 2s:
