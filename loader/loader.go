@@ -12,6 +12,8 @@
 //	kprobe/<func>, kretprobe/<func>                   kprobe (CONFIG_KPROBES)
 //	uprobe/<path>:<symbol>[+<offset>], uretprobe/...  uprobe (path absolute, or a bare library
 //	                                                  name such as libc.so.6: see ResolveLibrary)
+//	uprobe//proc/self/exe:post_attach_mark            the exporter's own selfprobe.Mark, called
+//	                                                  after a config attaches (see package selfprobe)
 //	uprobe, uretprobe                                 uprobes listed under "uprobes" in the config
 //	usdt/<path>:<provider>:<name>, usdt               USDT probe sites (bare: "usdt" list)
 //	perf_event                                        per-CPU perf events ("perf_events" list)
