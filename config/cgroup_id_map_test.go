@@ -44,10 +44,10 @@ func TestCgroupIDMapErrors(t *testing.T) {
 	for _, tc := range []struct{ section, want string }{
 		{" x", `t.yaml:1: cgroup_id_map: must be a mapping with keys name, type and regexps`},
 		{"\n  type: hash\n  regexps: [a]", `cgroup_id_map: missing name`},
-		{"\n  name: m\n  regexps: [a]", `cgroup_id_map: missing type (hash)`},
+		{"\n  name: m\n  regexps: [a]", `cgroup_id_map: missing type (hash or cgrp_storage)`},
 		{"\n  name: m\n  type: hash", `cgroup_id_map.regexps: no regexps`},
 		{"\n  name: m\n  type: hash\n  regexps: []", `cgroup_id_map.regexps: no regexps`},
-		{"\n  name: m\n  type: cgrp_storage\n  regexps: [a]", `t.yaml:3: cgroup_id_map.type: map type "cgrp_storage" is not supported: use hash`},
+		{"\n  name: m\n  type: lru_hash\n  regexps: [a]", `t.yaml:3: cgroup_id_map.type: map type "lru_hash" is not supported: use hash`},
 		{"\n  name: 'a b'\n  type: hash\n  regexps: [a]", `cgroup_id_map.name: invalid map name (a string of 3 bytes)`},
 		{"\n  name: [m]\n  type: hash\n  regexps: [a]", `cgroup_id_map.name: must name a BPF map`},
 		{"\n  name: m\n  type: hash\n  regexps: a", `cgroup_id_map.regexps: must be a list`},
