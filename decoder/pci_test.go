@@ -204,3 +204,18 @@ func FuzzPCIIDs(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPCIIDs parses the system's pci.ids database: its time and
+// allocations are the one-time cost of the first config with a pci decoder
+// (the file's bytes, about 1.4 MB, are kept besides: names point into
+// them).
+func BenchmarkPCIIDs(b *testing.B) {
+	data, err := os.ReadFile(PCIIDsPaths[0])
+	if err != nil {
+		b.Skip(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		parsePCIIDs(data)
+	}
+}
