@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"embed"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +16,40 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 )
+
+// matrixObjects are the precompiled test objects of the cgrp_storage and
+// PCI matrix tests (the guests have no compiler; make bpf builds them).
+//
+//go:embed testdata/fallback/cgroup_id_map_cgrp_storage.bpf.o testdata/fallback/cgroup_id_map_cgrp_storage.yaml
+//go:embed testdata/fallback/pci_config.bpf.o testdata/fallback/pci_config.yaml
+var matrixObjects embed.FS
+
+// writeMatrixObject writes testdata/fallback/<name>.bpf.o and <name>.yaml
+// into dir, the YAML with old replaced by repl (which must be there when
+// old is not empty), for --config.dir.
+func writeMatrixObject(t *testing.T, dir, name, old, repl string) {
+	t.Helper()
+	obj, err := fs.ReadFile(matrixObjects, "testdata/fallback/"+name+".bpf.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := fs.ReadFile(matrixObjects, "testdata/fallback/"+name+".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		if !strings.Contains(string(y), old) {
+			t.Fatalf("%s.yaml has no %q", name, old)
+		}
+		y = []byte(strings.Replace(string(y), old, repl, 1))
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".bpf.o"), obj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // getppidN makes arg getppid() calls (the child mode "getppids"); the Go
 // runtime itself never calls getppid.
@@ -28,7 +64,7 @@ func getppidN(arg string) error {
 	return nil
 }
 
-// TestCgroupIDMapCgrpStorage runs testdata/compat/cgroup_id_map_cgrp_storage
+// TestMatrixCgroupIDMapCgrpStorage runs testdata/fallback/cgroup_id_map_cgrp_storage
 // (a config in cloudflare/ebpf_exporter's format whose cgroup_id_map has
 // type cgrp_storage) with its regexp replaced by one matching this test's
 // cgroups "<name>-match" and "<name>-late", not "<name>-other". A child in
@@ -37,8 +73,11 @@ func getppidN(arg string) error {
 // in the cgrp_storage map, else in the "not match" one, by cgroup. match
 // must move by exactly 300 in the first metric and other by 170 in the
 // second, neither in the other. late, made while the exporter runs, must be
-// counted as a match within 15 s (refresh interval 10 s). Linux 6.2+.
-func TestCgroupIDMapCgrpStorage(t *testing.T) {
+// counted as a match within 15 s (refresh interval 10 s). Before Linux 6.2
+// (no BPF_MAP_TYPE_CGRP_STORAGE) the config must be down with a reason
+// naming the map type and 6.2. It runs on this kernel and in the kernel
+// matrix.
+func TestMatrixCgroupIDMapCgrpStorage(t *testing.T) {
 	const (
 		name     = "cgroup_id_map_cgrp_storage"
 		matched  = "kernel_cgrp_storage_getppid_total"
@@ -46,9 +85,7 @@ func TestCgroupIDMapCgrpStorage(t *testing.T) {
 		nMatch   = 300
 		nOther   = 170
 	)
-	if _, ver, err := loader.KernelRelease(); err == nil && ver.Less(config.KernelVersion{6, 2, 0}) {
-		t.Skipf("BPF_MAP_TYPE_CGRP_STORAGE is Linux 6.2, running %v", ver)
-	}
+	r := matrixReport(t, "cgroup_id_map cgrp_storage (test)", "default")
 	v2 := cgroup2Dir(t)
 	base := randomName(t, "kx-cgst-")
 	mkCgroup := func(suffix string) (procs, path string) {
@@ -63,24 +100,21 @@ func TestCgroupIDMapCgrpStorage(t *testing.T) {
 	otherProcs, otherPath := mkCgroup("other")
 
 	dir := t.TempDir()
-	compileBPF(t, filepath.Join("integration", "testdata", "compat", name+".bpf.c"), filepath.Join(dir, name+".bpf.o"))
-	y, err := os.ReadFile(filepath.Join(repoRoot, "integration", "testdata", "compat", name+".yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const re = "    - ^.*(system.slice/.*)$\n"
-	if !strings.Contains(string(y), re) {
-		t.Fatalf("%s.yaml has no %q", name, re)
-	}
-	y = []byte(strings.Replace(string(y), re, "    - ^/"+base+"-(match|late)$\n", 1))
-	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), y, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeMatrixObject(t, dir, name, "    - ^.*(system.slice/.*)$\n", "    - ^/"+base+"-(match|late)$\n")
 	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names="+name)
 	a := e.Scrape()
 	if v := a.Value("kernel_exporter_config_up", L("config", name)); v != 1 {
-		t.Fatalf("config_up{config=%s} = %v, want 1: %s\n%s", name, v, errorReason(a, name), e.Logs())
+		reason := errorReason(a, name)
+		if _, ver, err := loader.KernelRelease(); err == nil && ver.Less(config.KernelVersion{6, 2, 0}) {
+			if !strings.Contains(reason, "map cgrp_storage_match: map type CgroupStorage (Linux 6.2) not supported by this kernel") {
+				t.Fatalf("config down before 6.2 with reason %q, want the map type and 6.2 named", reason)
+			}
+			r.result = "unsupported: down before 6.2, map type named"
+			t.Skipf("BPF_MAP_TYPE_CGRP_STORAGE is Linux 6.2: config down as it must be: %s", reason)
+		}
+		t.Fatalf("config_up{config=%s} = %v, want 1: %s\n%s", name, v, reason, e.Logs())
 	}
+	r.attach = "tp_btf (1 programs)"
 	for _, c := range []struct {
 		procs string
 		n     int
@@ -133,5 +167,7 @@ func TestCgroupIDMapCgrpStorage(t *testing.T) {
 	if int(late)%10 != 0 {
 		t.Errorf("%s for the late cgroup = %v, want a multiple of 10 (whole children counted)", matched, late)
 	}
-	t.Logf("cgroup %s made after start: counted as a match %v later", latePath, time.Since(made).Round(100*time.Millisecond))
+	lateAfter := time.Since(made).Round(100 * time.Millisecond)
+	t.Logf("cgroup %s made after start: counted as a match %v later", latePath, lateAfter)
+	r.result = fmt.Sprintf("moved: match +%d, other +%d as not match; new cgroup marked after %v", nMatch, nOther, lateAfter)
 }

@@ -7,7 +7,8 @@
  * one map when the exporter marked the caller's cgroup (value 1 in the
  * cgrp_storage map), in another when not. Laid out as
  * cloudflare/ebpf_exporter's cgroup_id_map_cgrp_storage example, which
- * counts sched_migrate_task events the same way.
+ * counts sched_migrate_task events the same way. Precompiled (make bpf):
+ * the kernel matrix guests have no compiler.
  *
  * Kernel source: raw tracepoint sys_enter with BTF (tp_btf/sys_enter,
  * arguments struct pt_regs *regs, long id; since 5.5), the caller's
