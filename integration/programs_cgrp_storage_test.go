@@ -88,14 +88,7 @@ func TestMatrixCgroupIDMapCgrpStorage(t *testing.T) {
 	r := matrixReport(t, "cgroup_id_map cgrp_storage (test)", "default")
 	v2 := cgroup2Dir(t)
 	base := randomName(t, "kx-cgst-")
-	mkCgroup := func(suffix string) (procs, path string) {
-		dir := filepath.Join(v2.dir, base+"-"+suffix)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatalf("create cgroup: %v", err)
-		}
-		t.Cleanup(func() { rmdirRetry(t, dir) })
-		return filepath.Join(dir, "cgroup.procs"), strings.TrimSuffix(v2.root, "/") + "/" + base + "-" + suffix
-	}
+	mkCgroup := func(suffix string) (procs, path string) { return v2.mkCgroup(t, base+"-"+suffix) }
 	matchProcs, matchPath := mkCgroup("match")
 	otherProcs, otherPath := mkCgroup("other")
 
