@@ -32,7 +32,8 @@ type CgroupIDMap struct {
 	// cgroup id), its values written as zeros; for type cgrp_storage a
 	// CGRP_STORAGE with a 4-byte key and an 8-byte value.
 	Name string
-	// Type is CgroupIDMapHash or CgroupIDMapCgrpStorage.
+	// Type is CgroupIDMapHash (the default when the section has no type,
+	// as in ebpf_exporter) or CgroupIDMapCgrpStorage.
 	Type string
 	// Regexps are 1 to MaxCgroupIDMapRegexps patterns, each at most
 	// MaxRegexpLen bytes and MaxRegexpCost estimated instructions.
@@ -107,7 +108,7 @@ func (c *Config) CgroupIDMap() (*CgroupIDMap, error) {
 	case !have[0]:
 		return nil, c.Errorf(path, "missing name (the BPF map to fill)")
 	case !have[1]:
-		return nil, c.Errorf(path, "missing type (hash or cgrp_storage)")
+		out.Type = CgroupIDMapHash // as ebpf_exporter, for configs written before it had types
 	case len(out.Regexps) == 0:
 		return nil, c.Errorf(path+".regexps", "no regexps: the map would stay empty")
 	}
