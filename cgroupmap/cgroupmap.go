@@ -34,6 +34,7 @@ package cgroupmap
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,7 +86,7 @@ type Filler struct {
 	m     Map
 	opts  Options
 	log   *slog.Logger
-	value []byte // zeros, the map's value size
+	value []byte // hash: the map's value, see hashValue
 
 	mu       sync.Mutex
 	keys     map[uint64]struct{} // ids in the map
@@ -128,8 +129,10 @@ func Start(spec *config.CgroupIDMap, m *ebpf.Map, opts Options) (*Filler, error)
 }
 
 // Check returns an error naming the map when m is not what the
-// cgroup_id_map's type needs: for hash a BPF_MAP_TYPE_HASH with an 8-byte
-// key, for cgrp_storage a BPF_MAP_TYPE_CGRP_STORAGE with a 4-byte key (a
+// cgroup_id_map's type needs: for hash a BPF_MAP_TYPE_HASH or LRU_HASH (as
+// ebpf_exporter's example has; the Filler inserts at most max_entries keys,
+// so the kernel never evicts one of them for another of them) with an
+// 8-byte key, for cgrp_storage a BPF_MAP_TYPE_CGRP_STORAGE with a 4-byte key (a
 // cgroup fd) and an 8-byte value (u64).
 func Check(spec *config.CgroupIDMap, m *ebpf.Map) error {
 	if m == nil {
@@ -146,8 +149,8 @@ func Check(spec *config.CgroupIDMap, m *ebpf.Map) error {
 		}
 		return nil
 	}
-	if m.Type() != ebpf.Hash {
-		return fmt.Errorf("cgroup_id_map: map %s is a %v, want a hash (type: hash)", spec.Name, m.Type())
+	if m.Type() != ebpf.Hash && m.Type() != ebpf.LRUHash {
+		return fmt.Errorf("cgroup_id_map: map %s is a %v, want a hash or LRU hash (type: hash)", spec.Name, m.Type())
 	}
 	if m.KeySize() != 8 {
 		return fmt.Errorf("cgroup_id_map: map %s has a %d-byte key, want 8 (a u64 cgroup id)", spec.Name, m.KeySize())
@@ -181,7 +184,7 @@ func start(spec *config.CgroupIDMap, m Map, existing []uint64, opts Options) (*F
 		m:     m,
 		opts:  opts,
 		log:   opts.Logger.With("config", opts.Config, "map", spec.Name),
-		value: make([]byte, m.ValueSize()),
+		value: hashValue(m.ValueSize()),
 		keys:  map[uint64]struct{}{},
 		done:  make(chan struct{}),
 	}
@@ -195,6 +198,24 @@ func start(spec *config.CgroupIDMap, m Map, existing []uint64, opts Options) (*F
 	f.stop = cancel
 	go f.loop(ctx)
 	return f, nil
+}
+
+// hashValue is the value written for each key of a hash map: 1 in host
+// byte order when the value is 1, 2, 4 or 8 bytes wide (ebpf_exporter
+// writes a u64 1), zeros otherwise.
+func hashValue(size uint32) []byte {
+	v := make([]byte, size)
+	switch size {
+	case 1:
+		v[0] = 1
+	case 2:
+		binary.NativeEndian.PutUint16(v, 1)
+	case 4:
+		binary.NativeEndian.PutUint32(v, 1)
+	case 8:
+		binary.NativeEndian.PutUint64(v, 1)
+	}
+	return v
 }
 
 // Stop ends the refresh goroutine and waits for it. The map keeps its

@@ -36,7 +36,7 @@ func (m *fakeMap) Put(key, value any) error {
 	if m.failPut != nil {
 		return m.failPut
 	}
-	if len(value.([]byte)) != 1 {
+	if v := value.([]byte); len(v) != 1 || v[0] != 1 {
 		return errors.New("value size")
 	}
 	k := key.(uint64)
@@ -363,5 +363,20 @@ func TestCgrpStorage(t *testing.T) {
 	}
 	if st := f.Stats(); st.Entries != 2 || st.Walks != 2 {
 		t.Errorf("stats %+v, want 2 entries, 2 walks", st)
+	}
+}
+
+// TestHashValue: a hash map's keys get the value 1 in host byte order, as
+// ebpf_exporter writes it (u64), or zeros for other widths.
+func TestHashValue(t *testing.T) {
+	for size, want := range map[uint32]uint64{1: 1, 2: 1, 4: 1, 8: 1, 3: 0, 16: 0} {
+		v := hashValue(size)
+		var got uint64
+		for _, b := range v {
+			got += uint64(b)
+		}
+		if len(v) != int(size) || got != want {
+			t.Errorf("hashValue(%d) = % x, want %d bytes summing to %d", size, v, size, want)
+		}
 	}
 }

@@ -28,8 +28,9 @@ import (
 // "/system.slice/cron.service". Regexps are Go (RE2) syntax and unanchored
 // (a match anywhere in the path counts), as in ebpf_exporter.
 type CgroupIDMap struct {
-	// Name is the BPF map: for type hash a HASH whose key is 8 bytes (the
-	// cgroup id), its values written as zeros; for type cgrp_storage a
+	// Name is the BPF map: for type hash a HASH or LRU_HASH whose key is 8
+	// bytes (the cgroup id), its values written as 1 (1, 2, 4 or 8 bytes
+	// in host byte order; other widths as zeros); for type cgrp_storage a
 	// CGRP_STORAGE with a 4-byte key and an 8-byte value.
 	Name string
 	// Type is CgroupIDMapHash (the default when the section has no type,
