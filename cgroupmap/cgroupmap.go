@@ -1,21 +1,32 @@
 // Package cgroupmap fills a config's cgroup_id_map: a BPF hash map whose
 // keys are the ids of the cgroups (v2) whose path matches the config's
 // regexps, so that a BPF program can count only those cgroups (an allow
-// list: runqlat_cgroup looks the woken task's cgroup up in it).
+// list: runqlat_cgroup looks the woken task's cgroup up in it); or, with
+// type cgrp_storage, a BPF_MAP_TYPE_CGRP_STORAGE (Linux 6.2) in which those
+// cgroups have the u64 value 1 (a program reads it with
+// bpf_cgrp_storage_get on the task's cgroup; cgroups it creates storage for
+// with BPF_LOCAL_STORAGE_GET_F_CREATE read 0).
 //
-// The model: the map's keys should equal the set of matching cgroups that
-// exist. A Filler walks the cgroup2 hierarchy once at Start (synchronously,
+// A cgrp_storage map is written through an fd of the cgroup's directory
+// (opened O_RDONLY|O_DIRECTORY, checked by fstat to be the cgroup the walk
+// saw, and closed at once); the kernel frees a cgroup's entry when the
+// cgroup is removed. Such a map cannot be listed from userspace, so the
+// Filler remembers the cgroups it set.
+//
+// The model: the map's keys (the cgroups with value 1) should equal the set
+// of matching cgroups that exist. A Filler walks the cgroup2 hierarchy once at Start (synchronously,
 // so the map is filled before the config is served) and then every
 // Interval (10 s by default) in its own goroutine, one per config. Each walk
 // inserts the ids of matching cgroups that are missing and deletes the keys
-// of cgroups that are gone or no longer match; a cgroup created after start
+// of cgroups that are gone or no longer match (a renamed cgroup; for
+// cgrp_storage those of removed cgroups are gone already); a cgroup created after start
 // is thus in the map within one interval. A cgroup id is never reused while
 // the kernel runs (64-bit kernfs ids), so a stale key never names another
 // cgroup.
 //
 // Bounds: a walk visits at most MaxDirs directories (20,000), MaxDepth
-// levels deep (32), with the cgroup decoder's walk; the map holds at most
-// its max_entries ids (the first found in walk order win; the rest are
+// levels deep (32), with the cgroup decoder's walk; a hash map holds at most
+// its max_entries ids (a cgrp_storage map has no such bound: at most MaxDirs) (the first found in walk order win; the rest are
 // counted as Dropped and logged). A walk cut short by MaxDirs inserts what it
 // found but deletes nothing. Errors (an unreadable hierarchy, a failed map
 // update) are logged and retried at the next interval, never fatal.
@@ -23,13 +34,16 @@ package cgroupmap
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
@@ -72,7 +86,7 @@ type Filler struct {
 	m     Map
 	opts  Options
 	log   *slog.Logger
-	value []byte // zeros, the map's value size
+	value []byte // hash: the map's value, see hashValue
 
 	mu       sync.Mutex
 	keys     map[uint64]struct{} // ids in the map
@@ -91,13 +105,17 @@ type Stats struct {
 	Walks   uint64
 }
 
-// Start checks m against spec (a HASH with 8-byte keys, see Check), fills
-// it from one walk, and starts the goroutine that refreshes it every
-// Interval until Stop. Errors: the map's shape, the cgroup2 mount not
-// found, or the first walk failing; Start then leaves nothing running.
+// Start checks m against spec (see Check), fills it from one walk, and
+// starts the goroutine that refreshes it every Interval until Stop. Errors:
+// the map's shape, the cgroup2 mount not found, or the first walk failing;
+// Start then leaves nothing running.
 func Start(spec *config.CgroupIDMap, m *ebpf.Map, opts Options) (*Filler, error) {
 	if err := Check(spec, m); err != nil {
 		return nil, err
+	}
+	if spec.Type == config.CgroupIDMapCgrpStorage {
+		// Not iterable from userspace, and empty in a fresh object.
+		return start(spec, m, nil, opts)
 	}
 	// Keys already in the map (none in a fresh object) are ours to prune.
 	var existing []uint64
@@ -110,14 +128,29 @@ func Start(spec *config.CgroupIDMap, m *ebpf.Map, opts Options) (*Filler, error)
 	return start(spec, m, existing, opts)
 }
 
-// Check returns an error naming the map when m is not what a cgroup_id_map
-// of type hash needs: a BPF_MAP_TYPE_HASH with an 8-byte key.
+// Check returns an error naming the map when m is not what the
+// cgroup_id_map's type needs: for hash a BPF_MAP_TYPE_HASH or LRU_HASH (as
+// ebpf_exporter's example has; the Filler inserts at most max_entries keys,
+// so the kernel never evicts one of them for another of them) with an
+// 8-byte key, for cgrp_storage a BPF_MAP_TYPE_CGRP_STORAGE with a 4-byte key (a
+// cgroup fd) and an 8-byte value (u64).
 func Check(spec *config.CgroupIDMap, m *ebpf.Map) error {
 	if m == nil {
 		return fmt.Errorf("cgroup_id_map: map %s not found in the object", spec.Name)
 	}
-	if m.Type() != ebpf.Hash {
-		return fmt.Errorf("cgroup_id_map: map %s is a %v, want a hash (type: hash)", spec.Name, m.Type())
+	if spec.Type == config.CgroupIDMapCgrpStorage {
+		switch {
+		case m.Type() != ebpf.CgroupStorage:
+			return fmt.Errorf("cgroup_id_map: map %s is a %v, want a BPF_MAP_TYPE_CGRP_STORAGE (type: cgrp_storage)", spec.Name, m.Type())
+		case m.KeySize() != 4:
+			return fmt.Errorf("cgroup_id_map: map %s has a %d-byte key, want 4 (a cgroup fd)", spec.Name, m.KeySize())
+		case m.ValueSize() != 8:
+			return fmt.Errorf("cgroup_id_map: map %s has a %d-byte value, want 8 (a u64)", spec.Name, m.ValueSize())
+		}
+		return nil
+	}
+	if m.Type() != ebpf.Hash && m.Type() != ebpf.LRUHash {
+		return fmt.Errorf("cgroup_id_map: map %s is a %v, want a hash or LRU hash (type: hash)", spec.Name, m.Type())
 	}
 	if m.KeySize() != 8 {
 		return fmt.Errorf("cgroup_id_map: map %s has a %d-byte key, want 8 (a u64 cgroup id)", spec.Name, m.KeySize())
@@ -151,7 +184,7 @@ func start(spec *config.CgroupIDMap, m Map, existing []uint64, opts Options) (*F
 		m:     m,
 		opts:  opts,
 		log:   opts.Logger.With("config", opts.Config, "map", spec.Name),
-		value: make([]byte, m.ValueSize()),
+		value: hashValue(m.ValueSize()),
 		keys:  map[uint64]struct{}{},
 		done:  make(chan struct{}),
 	}
@@ -165,6 +198,24 @@ func start(spec *config.CgroupIDMap, m Map, existing []uint64, opts Options) (*F
 	f.stop = cancel
 	go f.loop(ctx)
 	return f, nil
+}
+
+// hashValue is the value written for each key of a hash map: 1 in host
+// byte order when the value is 1, 2, 4 or 8 bytes wide (ebpf_exporter
+// writes a u64 1), zeros otherwise.
+func hashValue(size uint32) []byte {
+	v := make([]byte, size)
+	switch size {
+	case 1:
+		v[0] = 1
+	case 2:
+		binary.NativeEndian.PutUint16(v, 1)
+	case 4:
+		binary.NativeEndian.PutUint32(v, 1)
+	case 8:
+		binary.NativeEndian.PutUint64(v, 1)
+	}
+	return v
 }
 
 // Stop ends the refresh goroutine and waits for it. The map keeps its
@@ -204,11 +255,22 @@ func (f *Filler) Refresh() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.walks++
+	storage := f.spec.Type == config.CgroupIDMapCgrpStorage
 	want := map[uint64]struct{}{}
+	// For cgrp_storage, paths of the cgroups to write: matching ones not
+	// set yet, and set ones that no longer match.
+	paths := map[uint64]string{}
 	limit := int(f.m.MaxEntries())
+	if storage {
+		limit = f.opts.MaxDirs
+	}
 	var over uint64
 	complete, err := decoder.WalkCgroups(f.opts.Mount, f.opts.Prefix, f.opts.MaxDepth, f.opts.MaxDirs, func(id uint64, path []byte) bool {
+		_, set := f.keys[id]
 		if !f.match(path) {
+			if storage && set {
+				paths[id] = string(path)
+			}
 			return true
 		}
 		if _, ok := want[id]; !ok {
@@ -217,6 +279,9 @@ func (f *Filler) Refresh() error {
 				return true
 			}
 			want[id] = struct{}{}
+			if storage && !set {
+				paths[id] = string(path)
+			}
 		}
 		return true
 	})
@@ -229,7 +294,7 @@ func (f *Filler) Refresh() error {
 			if _, ok := want[id]; ok {
 				continue
 			}
-			if err := f.m.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			if err := f.remove(id, paths); err != nil {
 				errs = append(errs, fmt.Errorf("delete cgroup %d: %w", id, err))
 				continue
 			}
@@ -246,7 +311,10 @@ func (f *Filler) Refresh() error {
 			over++
 			continue
 		}
-		if err := f.m.Put(id, f.value); err != nil {
+		if err := f.insert(id, paths); err != nil {
+			if errors.Is(err, errGone) {
+				continue // removed or replaced since the walk: the next walk sees it
+			}
 			errs = append(errs, fmt.Errorf("insert cgroup %d: %w", id, err))
 			continue
 		}
@@ -264,6 +332,66 @@ func (f *Filler) Refresh() error {
 		return fmt.Errorf("cgroup_id_map %s: %d update(s) failed, first: %w", f.spec.Name, len(errs), errs[0])
 	}
 	return nil
+}
+
+// errGone is insert's error for a cgroup removed (or replaced by another
+// of the same path) between the walk and the update.
+var errGone = errors.New("cgroup gone")
+
+// insert puts cgroup id in the map: for hash, the key id; for cgrp_storage,
+// the value 1 through an fd of its directory (paths[id], as the walk
+// printed it).
+func (f *Filler) insert(id uint64, paths map[uint64]string) error {
+	if f.spec.Type != config.CgroupIDMapCgrpStorage {
+		return f.m.Put(id, f.value)
+	}
+	return f.withCgroupFD(id, paths[id], func(fd uint32) error {
+		return f.m.Put(fd, uint64(1))
+	})
+}
+
+// remove deletes cgroup id from the map. For cgrp_storage, a cgroup the
+// walk did not see (not in paths) is gone, and the kernel freed its
+// entry with it; one it saw no longer matches (renamed), and its entry is
+// deleted through an fd of its directory.
+func (f *Filler) remove(id uint64, paths map[uint64]string) error {
+	var err error
+	if f.spec.Type != config.CgroupIDMapCgrpStorage {
+		err = f.m.Delete(id)
+	} else if path, ok := paths[id]; ok {
+		err = f.withCgroupFD(id, path, func(fd uint32) error { return f.m.Delete(fd) })
+	}
+	if errors.Is(err, ebpf.ErrKeyNotExist) || errors.Is(err, errGone) {
+		return nil
+	}
+	return err
+}
+
+// withCgroupFD calls fn with an fd of the directory of the cgroup at path
+// (a walk's path: prefix, then the path below the mount), after checking
+// that it is still cgroup id (its inode number); errGone otherwise.
+func (f *Filler) withCgroupFD(id uint64, path string, fn func(fd uint32) error) error {
+	rel, ok := strings.CutPrefix(path, f.opts.Prefix)
+	if !ok {
+		return fmt.Errorf("path outside the mount's root")
+	}
+	dir := strings.TrimSuffix(f.opts.Mount, "/") + "/" + strings.TrimPrefix(rel, "/")
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return errGone
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if st.Ino != id {
+		return errGone
+	}
+	return fn(uint32(fd))
 }
 
 func (f *Filler) match(path []byte) bool {

@@ -36,7 +36,7 @@ func (m *fakeMap) Put(key, value any) error {
 	if m.failPut != nil {
 		return m.failPut
 	}
-	if len(value.([]byte)) != 1 {
+	if v := value.([]byte); len(v) != 1 || v[0] != 1 {
 		return errors.New("value size")
 	}
 	k := key.(uint64)
@@ -282,6 +282,101 @@ func BenchmarkRefresh(b *testing.B) {
 	for range b.N {
 		if err := f.Refresh(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// fakeStorage is a cgrp_storage Map in memory: keys are directory fds,
+// recorded as the directory's inode number (the cgroup id), values u64.
+type fakeStorage struct {
+	vals    map[uint64]uint64
+	deletes int
+}
+
+func (m *fakeStorage) ino(key any) uint64 {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(key.(uint32)), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		panic("key is not a directory fd")
+	}
+	return st.Ino
+}
+
+func (m *fakeStorage) Put(key, value any) error {
+	m.vals[m.ino(key)] = value.(uint64)
+	return nil
+}
+
+func (m *fakeStorage) Delete(key any) error {
+	m.deletes++
+	delete(m.vals, m.ino(key))
+	return nil
+}
+
+func (m *fakeStorage) MaxEntries() uint32 { return 0 }
+func (m *fakeStorage) ValueSize() uint32  { return 8 }
+
+// TestCgrpStorage: with type cgrp_storage the matching cgroups get the
+// value 1 through an fd of their directory; a removed cgroup is forgotten
+// without a delete (the kernel frees its entry), a renamed one that no
+// longer matches is deleted through its fd, a new one is added.
+func TestCgrpStorage(t *testing.T) {
+	mount := t.TempDir()
+	ids := tree(t, mount, "system.slice/a.service", "system.slice/b.service", "system.slice/c.service", "user.slice/u")
+	sp := spec(t, `^/system\.slice/[^/]+\.service$`)
+	sp.Type = config.CgroupIDMapCgrpStorage
+	m := &fakeStorage{vals: map[uint64]uint64{}}
+	f, err := start(sp, m, nil, Options{Mount: mount, Interval: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	keys := func() []uint64 {
+		var out []uint64
+		for k, v := range m.vals {
+			if v != 1 {
+				t.Errorf("cgroup %d has value %d, want 1", k, v)
+			}
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, w := keys(), want(ids, "system.slice/a.service", "system.slice/b.service", "system.slice/c.service"); !slices.Equal(got, w) {
+		t.Fatalf("after start: %v, want %v", got, w)
+	}
+	// d first: a temporary file system reuses inode numbers, cgroupfs
+	// never reuses ids.
+	ids2 := tree(t, mount, "system.slice/d.service")
+	if err := os.Remove(filepath.Join(mount, "system.slice/b.service")); err != nil {
+		t.Fatal(err)
+	}
+	delete(m.vals, ids["system.slice/b.service"]) // as the kernel does
+	if err := os.Rename(filepath.Join(mount, "system.slice/c.service"), filepath.Join(mount, "system.slice/c.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	w := want(map[string]uint64{"a": ids["system.slice/a.service"], "d": ids2["system.slice/d.service"]}, "a", "d")
+	if got := keys(); !slices.Equal(got, w) || m.deletes != 1 {
+		t.Fatalf("after refresh: %v and %d deletes, want %v and 1 (the renamed cgroup)", got, m.deletes, w)
+	}
+	if st := f.Stats(); st.Entries != 2 || st.Walks != 2 {
+		t.Errorf("stats %+v, want 2 entries, 2 walks", st)
+	}
+}
+
+// TestHashValue: a hash map's keys get the value 1 in host byte order, as
+// ebpf_exporter writes it (u64), or zeros for other widths.
+func TestHashValue(t *testing.T) {
+	for size, want := range map[uint32]uint64{1: 1, 2: 1, 4: 1, 8: 1, 3: 0, 16: 0} {
+		v := hashValue(size)
+		var got uint64
+		for _, b := range v {
+			got += uint64(b)
+		}
+		if len(v) != int(size) || got != want {
+			t.Errorf("hashValue(%d) = % x, want %d bytes summing to %d", size, v, size, want)
 		}
 	}
 }

@@ -12,28 +12,40 @@ import (
 //
 //	cgroup_id_map:
 //	  name: runqlat_cgroup_allow   # a BPF map of the object
-//	  type: hash                   # the only type supported
+//	  type: hash                   # or cgrp_storage
 //	  regexps:                     # cgroup paths to put in the map
 //	    - ^/system\.slice/.*
 //
-// The exporter (package cgroupmap) keeps the map's keys equal to the cgroup
-// v2 ids (u64, the kernel's cgroup_id(), as bpf_get_current_cgroup_id
-// returns) of the cgroups whose path matches at least one regexp, from
-// start-up on and as cgroups come and go, so that a program can count only
-// the cgroups of interest. Paths are those of the cgroup decoder: relative
-// to the root of the cgroup2 mount, "/" for the root, e.g.
+// The exporter (package cgroupmap) keeps the map current with the cgroups
+// (v2) whose path matches at least one regexp, from start-up on and as
+// cgroups come and go, so that a program can count only the cgroups of
+// interest. With type hash the map's keys are the ids of those cgroups
+// (u64, the kernel's cgroup_id(), as bpf_get_current_cgroup_id returns);
+// with type cgrp_storage (BPF_MAP_TYPE_CGRP_STORAGE, Linux 6.2) each of
+// those cgroups has the u64 value 1 in the map, which the program reads with
+// bpf_cgrp_storage_get. Paths are those of the cgroup decoder: relative to
+// the root of the cgroup2 mount, "/" for the root, e.g.
 // "/system.slice/cron.service". Regexps are Go (RE2) syntax and unanchored
 // (a match anywhere in the path counts), as in ebpf_exporter.
 type CgroupIDMap struct {
-	// Name is the BPF map: a HASH whose key is 8 bytes (the cgroup id);
-	// its values are written as zeros.
+	// Name is the BPF map: for type hash a HASH or LRU_HASH whose key is 8
+	// bytes (the cgroup id), its values written as 1 (1, 2, 4 or 8 bytes
+	// in host byte order; other widths as zeros); for type cgrp_storage a
+	// CGRP_STORAGE with a 4-byte key and an 8-byte value.
 	Name string
-	// Type is "hash" (ebpf_exporter also has "cgrp_storage", refused here).
+	// Type is CgroupIDMapHash (the default when the section has no type,
+	// as in ebpf_exporter) or CgroupIDMapCgrpStorage.
 	Type string
 	// Regexps are 1 to MaxCgroupIDMapRegexps patterns, each at most
 	// MaxRegexpLen bytes and MaxRegexpCost estimated instructions.
 	Regexps []*regexp.Regexp
 }
+
+// The types of a cgroup_id_map.
+const (
+	CgroupIDMapHash        = "hash"
+	CgroupIDMapCgrpStorage = "cgrp_storage"
+)
 
 // MaxCgroupIDMapRegexps bounds the patterns of a cgroup_id_map.
 const MaxCgroupIDMapRegexps = 64
@@ -41,7 +53,7 @@ const MaxCgroupIDMapRegexps = 64
 // CgroupIDMap returns the config's cgroup_id_map section, nil when it has
 // none. Errors (*Error) name the file, line and field: a section that is
 // not a mapping, an unknown key, a missing or invalid name, a type other
-// than hash, no regexps, too many, or one that is too long, too costly or
+// than hash or cgrp_storage, no regexps, too many, or one that is too long, too costly or
 // does not compile. Values from the file are quoted only as short tokens.
 func (c *Config) CgroupIDMap() (*CgroupIDMap, error) {
 	n := &c.CgroupIDMapNode
@@ -67,10 +79,10 @@ func (c *Config) CgroupIDMap() (*CgroupIDMap, error) {
 			out.Name, have[0] = v.Value, true
 		case "type":
 			if v.Kind != yaml.ScalarNode {
-				return nil, c.Errorf(path+".type", "must be hash")
+				return nil, c.Errorf(path+".type", "must be hash or cgrp_storage")
 			}
-			if v.Value != "hash" {
-				return nil, c.Errorf(path+".type", "map type %s is not supported: use hash (a BPF_MAP_TYPE_HASH keyed by the u64 cgroup id)", Quote(v.Value))
+			if v.Value != CgroupIDMapHash && v.Value != CgroupIDMapCgrpStorage {
+				return nil, c.Errorf(path+".type", "map type %s is not supported: use hash (a BPF_MAP_TYPE_HASH keyed by the u64 cgroup id) or cgrp_storage (a BPF_MAP_TYPE_CGRP_STORAGE, Linux 6.2)", Quote(v.Value))
 			}
 			out.Type, have[1] = v.Value, true
 		case "regexps":
@@ -97,7 +109,7 @@ func (c *Config) CgroupIDMap() (*CgroupIDMap, error) {
 	case !have[0]:
 		return nil, c.Errorf(path, "missing name (the BPF map to fill)")
 	case !have[1]:
-		return nil, c.Errorf(path, "missing type (hash)")
+		out.Type = CgroupIDMapHash // as ebpf_exporter, for configs written before it had types
 	case len(out.Regexps) == 0:
 		return nil, c.Errorf(path+".regexps", "no regexps: the map would stay empty")
 	}

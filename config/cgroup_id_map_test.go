@@ -29,6 +29,19 @@ func TestCgroupIDMap(t *testing.T) {
 	if len(c.Ignored()) != 0 {
 		t.Errorf("Ignored() = %v: cgroup_id_map is acted on", c.Ignored())
 	}
+	// No type: hash, as in ebpf_exporter; cgrp_storage when named.
+	for section, want := range map[string]string{
+		"\n  name: m\n  regexps: [a]":                       CgroupIDMapHash,
+		"\n  name: m\n  type: cgrp_storage\n  regexps: [a]": CgroupIDMapCgrpStorage,
+	} {
+		c, err := Parse("t.yaml", []byte(cgroupMapConfig(section)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := c.CgroupIDMap(); err != nil || s.Type != want {
+			t.Errorf("%q: %+v, %v; want type %s", section, s, err, want)
+		}
+	}
 	none, err := Parse("t.yaml", []byte(strings.Replace(cgroupMapConfig(""), "cgroup_id_map:\n", "", 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +57,9 @@ func TestCgroupIDMapErrors(t *testing.T) {
 	for _, tc := range []struct{ section, want string }{
 		{" x", `t.yaml:1: cgroup_id_map: must be a mapping with keys name, type and regexps`},
 		{"\n  type: hash\n  regexps: [a]", `cgroup_id_map: missing name`},
-		{"\n  name: m\n  regexps: [a]", `cgroup_id_map: missing type (hash)`},
 		{"\n  name: m\n  type: hash", `cgroup_id_map.regexps: no regexps`},
 		{"\n  name: m\n  type: hash\n  regexps: []", `cgroup_id_map.regexps: no regexps`},
-		{"\n  name: m\n  type: cgrp_storage\n  regexps: [a]", `t.yaml:3: cgroup_id_map.type: map type "cgrp_storage" is not supported: use hash`},
+		{"\n  name: m\n  type: lru_hash\n  regexps: [a]", `t.yaml:3: cgroup_id_map.type: map type "lru_hash" is not supported: use hash`},
 		{"\n  name: 'a b'\n  type: hash\n  regexps: [a]", `cgroup_id_map.name: invalid map name (a string of 3 bytes)`},
 		{"\n  name: [m]\n  type: hash\n  regexps: [a]", `cgroup_id_map.name: must name a BPF map`},
 		{"\n  name: m\n  type: hash\n  regexps: a", `cgroup_id_map.regexps: must be a list`},

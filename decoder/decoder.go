@@ -33,6 +33,9 @@
 //	            8-byte cgroup v2 id, or a cgroup path → the Kubernetes pod's
 //	            namespace, pod name, container name ("" if not a pod)
 //	dname       DNS wire-format name → "example.com"
+//	pci_vendor, pci_device, pci_class, pci_subclass
+//	            PCI vendor id, (vendor<<16)+device, class byte,
+//	            (class<<8)+subclass → name from the pci.ids database
 package decoder
 
 import (
@@ -82,6 +85,9 @@ type Env struct {
 	// every config) and stopped by Close. nil means no API access: pods
 	// are named by UID.
 	Kube *kube.Options
+	// PCIIDs are the paths where the pci_* decoders look for the pci.ids
+	// database, the first that exists is read; nil means PCIIDsPaths.
+	PCIIDs []string
 
 	shared
 

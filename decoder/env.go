@@ -45,6 +45,10 @@ type shared struct {
 	cgroups     *cgroupResolver
 	cgroupsErr  error
 
+	pciOnce sync.Once
+	pci     *pciDB
+	pciErr  error
+
 	kubeOnce sync.Once
 	kube     *kube.Resolver
 	kubeErr  error

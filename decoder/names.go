@@ -17,3 +17,5 @@ func (*staticMap) Name() string      { return "static_map" }
 func (stringDecoder) Name() string   { return "string" }
 func (*syscallDecoder) Name() string { return "syscall" }
 func (*uintDecoder) Name() string    { return "uint" }
+
+func (d *pciDecoder) Name() string { return d.name }

@@ -76,6 +76,19 @@ func cgroup2Dir(t *testing.T) cgroupMount {
 	return cgroupMount{dir: dir, root: "/"}
 }
 
+// mkCgroup makes the cgroup name directly under the mount (removed when
+// the test ends) and returns its cgroup.procs file and its path as the
+// cgroup decoder prints it.
+func (v2 cgroupMount) mkCgroup(t *testing.T, name string) (procs, path string) {
+	t.Helper()
+	dir := filepath.Join(v2.dir, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("create cgroup: %v", err)
+	}
+	t.Cleanup(func() { rmdirRetry(t, dir) })
+	return filepath.Join(dir, "cgroup.procs"), strings.TrimSuffix(v2.root, "/") + "/" + name
+}
+
 // TestMatrixRunqlatCgroup checks runqlat_cgroup and its cgroup_id_map.
 // The bundled object runs with the bundled YAML whose regexps are replaced
 // by one matching this test's cgroups "<name>-allow" and "<name>-late"
@@ -97,15 +110,7 @@ func TestMatrixRunqlatCgroup(t *testing.T) {
 	r := matrixReport(t, "runqlat_cgroup", "default")
 	v2 := cgroup2Dir(t)
 	base := randomName(t, "kx-rqcg-")
-	mkCgroup := func(suffix string) (procs, path string) {
-		dir := filepath.Join(v2.dir, base+"-"+suffix)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatalf("create cgroup: %v", err)
-		}
-		t.Cleanup(func() { rmdirRetry(t, dir) })
-		p := strings.TrimSuffix(v2.root, "/") + "/" + base + "-" + suffix
-		return filepath.Join(dir, "cgroup.procs"), p
-	}
+	mkCgroup := func(suffix string) (procs, path string) { return v2.mkCgroup(t, base+"-"+suffix) }
 	allowProcs, allowPath := mkCgroup("allow")
 	denyProcs, denyPath := mkCgroup("deny")
 

@@ -62,6 +62,7 @@ func init() {
 //	spin       a busy loop for at most KERNEL_EXPORTER_IT_ARG seconds
 //	nanosleeps KERNEL_EXPORTER_IT_ARG nanosleep(1 ms) calls on one thread
 //	           (see runqChild)
+//	getppids   KERNEL_EXPORTER_IT_ARG getppid() calls (see getppidN)
 //	accept     a thread named after KERNEL_EXPORTER_IT_ARG ("comm:n4:n")
 //	           accepts n4 connections with accept4() on inherited fd 3,
 //	           then n with accept() on fd 4 (see acceptN)
@@ -107,6 +108,8 @@ func childMain(mode string) error {
 		return runqChild(mode, arg)
 	case "accept":
 		return acceptN(arg)
+	case "getppids":
+		return getppidN(arg)
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
 }

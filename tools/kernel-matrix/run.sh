@@ -152,6 +152,12 @@ guest() {
 	cp "$BUILD/kernel_exporter" "$root/bin/kernel_exporter"
 	cp "$BUILD/integration.test" "$root/it/integration.test"
 	cp tools/kernel-matrix/guest-init "$root/init"
+	# The pci_* decoders' database (Debian's pci.ids, about 1.4 MB), for
+	# TestMatrixPCIConfigReads.
+	if [ -f /usr/share/misc/pci.ids ]; then
+		mkdir -p "$root/usr/share/misc"
+		cp /usr/share/misc/pci.ids "$root/usr/share/misc/pci.ids"
+	fi
 	chmod 755 "$root/init"
 	printf '%s' "$tests" >"$root/it/run"
 	printf '%s' "$expect" >"$root/it/expect"
