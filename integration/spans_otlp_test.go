@@ -1,0 +1,158 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/otelcoltest"
+)
+
+// startSpans starts a collector and the exporter with args, its OTLP span
+// exporter pointed at the collector over proto (otelcoltest.GRPC or HTTP)
+// and a 200 ms batch delay, and waits until config is up.
+func startSpans(t *testing.T, proto, config string, args ...string) (*otelcoltest.Collector, *Exporter) {
+	t.Helper()
+	c := otelcoltest.Start(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.Endpoint(proto))
+	otlpProto := "http/protobuf"
+	if proto == otelcoltest.GRPC {
+		otlpProto = "grpc"
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", otlpProto)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	e := Start(t, args...)
+	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", config)); v != 1 {
+		t.Fatalf("config %s not up (%v)\n%s", config, v, e.Logs())
+	}
+	return c, e
+}
+
+// TestSpansOTLP runs the bundled exec_trace program with spans sent to a
+// real OpenTelemetry Collector, over gRPC and over HTTP, and runs a shell
+// script whose process tree is known:
+//
+//	sh (exit 5)
+//	├── sleep 0.3
+//	└── sh (exit 3)
+//	    └── sleep 0.2
+//
+// The four spans must arrive as one trace with that tree (parent ids), the
+// names, durations within bounds, pid/ppid/exit_code attributes, the
+// config attribute and service.name exec_trace; the self-metrics must
+// count them.
+func TestSpansOTLP(t *testing.T) {
+	for _, proto := range []string{otelcoltest.GRPC, otelcoltest.HTTP} {
+		t.Run(proto, func(t *testing.T) {
+			c, e := startSpans(t, proto, "exec_trace", "--programs=exec_trace")
+			cmd := exec.Command("/bin/sh", "-c", `sleep 0.3; /bin/sh -c "sleep 0.2; exit 3"; exit 5`)
+			began := time.Now()
+			err := cmd.Run()
+			took := time.Since(began)
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+				t.Fatalf("script: %v, want exit status 5", err)
+			}
+			pid := strconv.Itoa(cmd.Process.Pid)
+
+			var root otelcoltest.Span
+			var tree []otelcoltest.Span
+			c.Wait(t, 30*time.Second, "the script's four spans", func(d *otelcoltest.Data) bool {
+				root, tree = otelcoltest.Span{}, nil
+				for _, s := range d.Spans {
+					if s.Attributes["pid"] == pid && s.Resource["service.name"] == "exec_trace" {
+						root = s
+					}
+				}
+				for _, s := range d.Spans {
+					if root.TraceID != "" && s.TraceID == root.TraceID {
+						tree = append(tree, s)
+					}
+				}
+				return len(tree) >= 4
+			})
+			if len(tree) != 4 {
+				t.Fatalf("%d spans in the script's trace, want 4: %+v", len(tree), tree)
+			}
+			byParent := map[string][]otelcoltest.Span{}
+			for _, s := range tree {
+				byParent[s.ParentID] = append(byParent[s.ParentID], s)
+				if s.Resource["service.name"] != "exec_trace" || s.Attributes["ebpf_exporter.config"] != "exec_trace" || s.Kind != "Internal" {
+					t.Errorf("span %s: resource %v attributes %v kind %s", s.Name, s.Resource, s.Attributes, s.Kind)
+				}
+				if s.Attributes["signal"] != "0" {
+					t.Errorf("span %s: signal %q", s.Name, s.Attributes["signal"])
+				}
+			}
+			check := func(s otelcoltest.Span, name, exit string, min, max time.Duration) {
+				t.Helper()
+				if s.Name != name || s.Attributes["exit_code"] != exit || s.Duration() < min || s.Duration() > max {
+					t.Errorf("span %s (pid %s): exit_code %s, duration %v; want %s, exit_code %s, %v to %v",
+						s.Name, s.Attributes["pid"], s.Attributes["exit_code"], s.Duration(), name, exit, min, max)
+				}
+			}
+			// The root: the shell this test forked, a child of the test.
+			if root.ParentID != "" || len(byParent[""]) != 1 {
+				t.Errorf("root %s has parent %q; %d roots", root.Name, root.ParentID, len(byParent[""]))
+			}
+			check(root, "sh", "5", 500*time.Millisecond, took+100*time.Millisecond)
+			if root.Attributes["ppid"] != strconv.Itoa(os.Getpid()) {
+				t.Errorf("root ppid %s, want the test's pid %d", root.Attributes["ppid"], os.Getpid())
+			}
+			kids := byParent[root.SpanID]
+			if len(kids) != 2 {
+				t.Fatalf("root has %d children, want 2: %+v", len(kids), kids)
+			}
+			if kids[0].Name != "sleep" {
+				kids[0], kids[1] = kids[1], kids[0]
+			}
+			sleep, inner := kids[0], kids[1]
+			check(sleep, "sleep", "0", 300*time.Millisecond, 3*time.Second)
+			check(inner, "sh", "3", 200*time.Millisecond, 3*time.Second)
+			for _, k := range kids {
+				if k.Attributes["ppid"] != pid {
+					t.Errorf("child %s ppid %s, want %s", k.Name, k.Attributes["ppid"], pid)
+				}
+			}
+			grand := byParent[inner.SpanID]
+			if len(grand) != 1 {
+				t.Fatalf("inner sh has %d children, want 1", len(grand))
+			}
+			check(grand[0], "sleep", "0", 200*time.Millisecond, 3*time.Second)
+			if grand[0].Attributes["ppid"] != inner.Attributes["pid"] {
+				t.Errorf("grandchild ppid %s, want %s", grand[0].Attributes["ppid"], inner.Attributes["pid"])
+			}
+			// Children run inside their parent: sleep 0.3 ends before the
+			// inner shell starts (the script runs them in turn).
+			slack := 5 * time.Millisecond
+			for _, s := range []otelcoltest.Span{sleep, inner, grand[0]} {
+				if s.Start.Before(root.Start.Add(-slack)) || s.End.After(root.End.Add(slack)) {
+					t.Errorf("span %s [%v, %v] outside the root's [%v, %v]", s.Name, s.Start, s.End, root.Start, root.End)
+				}
+			}
+			if !sleep.End.Before(inner.Start.Add(slack)) {
+				t.Errorf("sleep 0.3 ended %v, after the inner sh started %v", sleep.End, inner.Start)
+			}
+			if d := root.Start.Sub(began); d < -time.Second || d > time.Second {
+				t.Errorf("root started %v from when the test ran it: the monotonic to wall clock conversion is off", d)
+			}
+
+			for _, s := range tree {
+				t.Logf("trace %s span %s parent %q: %s pid %s ppid %s exit %s, %v", s.TraceID, s.SpanID, s.ParentID, s.Name, s.Attributes["pid"], s.Attributes["ppid"], s.Attributes["exit_code"], s.Duration())
+			}
+			ms := e.Scrape()
+			if v := ms.Value("kernel_exporter_spans_total", L("config", "exec_trace", "ringbuf", "exec_trace_spans")); v < 4 {
+				t.Errorf("kernel_exporter_spans_total = %v, want >= 4", v)
+			}
+			if v := ms.Value("kernel_exporter_spans_exported_total", nil); v < 4 {
+				t.Errorf("kernel_exporter_spans_exported_total = %v, want >= 4", v)
+			}
+			if v := ms.Value("kernel_exporter_span_errors_total", L("config", "exec_trace", "reason", "short_record")); v != 0 {
+				t.Errorf("short records: %v", v)
+			}
+		})
+	}
+}
