@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -154,5 +155,77 @@ func TestSpansOTLP(t *testing.T) {
 				t.Errorf("short records: %v", v)
 			}
 		})
+	}
+}
+
+// TestSpansOTLPCompatBioTrace loads a tracing-only config in
+// cloudflare/ebpf_exporter's format (testdata/compat/bio_trace: one span
+// per block request, a 64-byte record of which the labels describe 60),
+// writes then reads 64 O_DIRECT blocks of 64 KiB, and checks the spans
+// the collector received over HTTP: per operation at least 90% of the
+// syscalls' requests (the kernel completes a few without running the
+// program, see TestBioLatencyDirectIO) as root spans on the file's disk
+// (majorminor), with operation from the static_map, bytes 65536, a
+// duration from 1 µs to 1 s, generated span ids, the record's trace ids
+// and service.name bio-trace; and no size errors.
+func TestSpansOTLPCompatBioTrace(t *testing.T) {
+	const (
+		blocks = 64
+		block  = 64 << 10
+	)
+	dir := t.TempDir()
+	compileBPF(t, filepath.Join("integration", "testdata", "compat", "bio_trace.bpf.c"), filepath.Join(dir, "bio_trace.bpf.o"))
+	y, err := os.ReadFile(filepath.Join(repoRoot, "integration", "testdata", "compat", "bio_trace.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bio_trace.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	io := ioTempDir(t)
+	disk, err := diskOf(io)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, e := startSpans(t, otelcoltest.HTTP, "bio_trace", "--programs=none", "--config.dir="+dir, "--config.names=bio_trace")
+	writes, reads := directIO(t, io, blocks, block)
+	want := map[string]int{"write": writes * 9 / 10, "read": reads * 9 / 10}
+	match := func(d *otelcoltest.Data) map[string][]otelcoltest.Span {
+		got := map[string][]otelcoltest.Span{}
+		for _, s := range d.SpansNamed("block_request") {
+			if s.Attributes["device"] == disk && s.Attributes["bytes"] == strconv.Itoa(block) {
+				got[s.Attributes["operation"]] = append(got[s.Attributes["operation"]], s)
+			}
+		}
+		return got
+	}
+	d := c.Wait(t, 30*time.Second, "the O_DIRECT requests' spans", func(d *otelcoltest.Data) bool {
+		got := match(d)
+		return len(got["write"]) >= want["write"] && len(got["read"]) >= want["read"]
+	})
+	got := match(d)
+	ids := map[string]bool{}
+	for op, ss := range got {
+		var total time.Duration
+		for _, s := range ss {
+			total += s.Duration()
+			if s.Duration() < time.Microsecond || s.Duration() > time.Second || s.ParentID != "" || len(s.SpanID) != 16 ||
+				s.TraceID == "00000000000000000000000000000000" || s.Resource["service.name"] != "bio-trace" || s.Attributes["ebpf_exporter.config"] != "bio_trace" {
+				t.Errorf("%s span %+v", op, s)
+			}
+			if ids[s.SpanID] || ids[s.TraceID] {
+				t.Errorf("id seen twice: span %s trace %s", s.SpanID, s.TraceID)
+			}
+			ids[s.SpanID], ids[s.TraceID] = true, true
+		}
+		if len(ss) > 0 {
+			t.Logf("%s on %s: %d spans for %d syscalls, mean %v", op, disk, len(ss), map[string]int{"write": writes, "read": reads}[op], total/time.Duration(len(ss)))
+		}
+	}
+	ms := e.Scrape()
+	for _, reason := range []string{"short_record", "long_record", "decoder"} {
+		if v := ms.Value("kernel_exporter_span_errors_total", L("config", "bio_trace", "ringbuf", "bio_trace_spans", "reason", reason)); v != 0 {
+			t.Errorf("span errors %s: %v", reason, v)
+		}
 	}
 }

@@ -258,3 +258,33 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestSinkEnv checks the exporter choices: a bad OTEL_TRACES_EXPORTER or
+// protocol is Start's error naming the variable and value (the config
+// goes down with it), and none builds no exporter.
+func TestSinkEnv(t *testing.T) {
+	p := &Plan{Config: "c"}
+	for _, tc := range []struct{ env, val, want string }{
+		{"OTEL_TRACES_EXPORTER", "zipkin", `OTEL_TRACES_EXPORTER="zipkin": want otlp or none`},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", `OTLP protocol "http/json" (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL): want grpc or http/protobuf`},
+		{"OTEL_BSP_EXPORT_TIMEOUT", "-1", `OTEL_BSP_EXPORT_TIMEOUT="-1": want milliseconds`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(tc.env, tc.val)
+			_, err := NewSink(nil).Start(p, &ebpf.Collection{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	s := NewSink(nil)
+	r, err := s.Start(p, &ebpf.Collection{})
+	if err != nil || s.batch != nil {
+		t.Fatalf("none: %v, batch %v", err, s.batch)
+	}
+	r.Close()
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
