@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -34,7 +35,8 @@ const scopeName = "github.com/kernel-exporter/kernel_exporter/spans"
 // the first config with spans starts (so nothing connects anywhere while
 // no config has a tracing section), from the environment:
 //
-//	OTEL_TRACES_EXPORTER        otlp (default) or none (spans are decoded and
+//	OTEL_TRACES_EXPORTER        otlp (default), console (JSON lines on
+//	                            stdout) or none (spans are decoded and
 //	                            counted, not sent)
 //	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL
 //	                            http/protobuf (default) or grpc
@@ -80,17 +82,26 @@ func (s *Sink) init() error {
 	s.started = true
 	s.ids = newIDGenerator()
 	s.initErr = func() error {
+		cfg, err := batchConfigFromEnv()
+		if err != nil {
+			return err
+		}
 		switch v := os.Getenv("OTEL_TRACES_EXPORTER"); v {
 		case "", "otlp":
 		case "none":
 			s.log.Info("spans are decoded but not exported", "OTEL_TRACES_EXPORTER", v)
 			return nil
+		case "console":
+			exp, err := stdouttrace.New(stdouttrace.WithWriter(os.Stdout))
+			if err != nil {
+				return fmt.Errorf("console span exporter: %w", err)
+			}
+			s.proto = "console"
+			s.batch = newBatcher(exp, cfg, s.exportError)
+			s.log.Info("writing spans to stdout as JSON", "OTEL_TRACES_EXPORTER", v)
+			return nil
 		default:
-			return fmt.Errorf("OTEL_TRACES_EXPORTER=%s: want otlp or none", strconv.Quote(v))
-		}
-		cfg, err := batchConfigFromEnv()
-		if err != nil {
-			return err
+			return fmt.Errorf("OTEL_TRACES_EXPORTER=%s: want otlp, console or none", strconv.Quote(v))
 		}
 		proto := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 		if proto == "" {

@@ -265,7 +265,7 @@ func FuzzDecode(f *testing.F) {
 func TestSinkEnv(t *testing.T) {
 	p := &Plan{Config: "c"}
 	for _, tc := range []struct{ env, val, want string }{
-		{"OTEL_TRACES_EXPORTER", "zipkin", `OTEL_TRACES_EXPORTER="zipkin": want otlp or none`},
+		{"OTEL_TRACES_EXPORTER", "zipkin", `OTEL_TRACES_EXPORTER="zipkin": want otlp, console or none`},
 		{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", `OTLP protocol "http/json" (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL): want grpc or http/protobuf`},
 		{"OTEL_BSP_EXPORT_TIMEOUT", "-1", `OTEL_BSP_EXPORT_TIMEOUT="-1": want milliseconds`},
 	} {
@@ -277,8 +277,16 @@ func TestSinkEnv(t *testing.T) {
 			}
 		})
 	}
-	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
 	s := NewSink(nil)
+	if r, err := s.Start(p, &ebpf.Collection{}); err != nil || s.proto != "console" || s.batch == nil {
+		t.Errorf("console: %v, %q", err, s.proto)
+	} else {
+		r.Close()
+		_ = s.Shutdown(context.Background())
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	s = NewSink(nil)
 	r, err := s.Start(p, &ebpf.Collection{})
 	if err != nil || s.batch != nil {
 		t.Fatalf("none: %v, batch %v", err, s.batch)
