@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,15 +175,7 @@ func TestSpansOTLPCompatBioTrace(t *testing.T) {
 		blocks = 64
 		block  = 64 << 10
 	)
-	dir := t.TempDir()
-	compileBPF(t, filepath.Join("integration", "testdata", "compat", "bio_trace.bpf.c"), filepath.Join(dir, "bio_trace.bpf.o"))
-	y, err := os.ReadFile(filepath.Join(repoRoot, "integration", "testdata", "compat", "bio_trace.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "bio_trace.yaml"), y, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := buildCompat(t, "bio_trace")
 	io := ioTempDir(t)
 	disk, err := diskOf(io)
 	if err != nil {
@@ -227,5 +221,76 @@ func TestSpansOTLPCompatBioTrace(t *testing.T) {
 		if v := ms.Value("kernel_exporter_span_errors_total", L("config", "bio_trace", "ringbuf", "bio_trace_spans", "reason", reason)); v != 0 {
 			t.Errorf("span errors %s: %v", reason, v)
 		}
+	}
+}
+
+// TestSpansOTLPConfigDown checks that a tracing failure is that config's
+// alone: with OTEL_EXPORTER_OTLP_PROTOCOL=http/json (not supported)
+// exec_trace is down with a reason naming the variable and value, and
+// timers, loaded with it, is up and counting.
+func TestSpansOTLPConfigDown(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	t.Setenv("OTEL_TRACES_EXPORTER", "")
+	e := Start(t, "--programs=timers,exec_trace")
+	ms := e.Scrape()
+	if v := ms.Value("kernel_exporter_config_up", L("config", "exec_trace")); v != 0 {
+		t.Errorf("exec_trace up (%v) with an unsupported OTLP protocol", v)
+	}
+	reasons := ms.LabelValues("kernel_exporter_config_error_info", "reason")
+	if len(reasons) != 1 || !strings.Contains(reasons[0], `OTLP protocol "http/json"`) {
+		t.Errorf("reasons %q, want exec_trace's naming the protocol", reasons)
+	}
+	if v := ms.Value("kernel_exporter_config_up", L("config", "timers")); v != 1 {
+		t.Errorf("timers not up (%v)\n%s", v, e.Logs())
+	}
+}
+
+// TestSpansOTLPReload changes the service of the bio_trace config and
+// sends SIGHUP: the old reader stops, the new one exports the spans of
+// the next O_DIRECT requests under the new service, over the same
+// exporter, and the config stays up.
+func TestSpansOTLPReload(t *testing.T) {
+	dir := buildCompat(t, "bio_trace")
+	io := ioTempDir(t)
+	disk, err := diskOf(io)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, e := startSpans(t, otelcoltest.HTTP, "bio_trace", "--programs=none", "--config.dir="+dir, "--config.names=bio_trace", "--capabilities.keep=perfmon")
+	count := func(d *otelcoltest.Data, service string) int {
+		n := 0
+		for _, s := range d.Spans {
+			if s.Resource["service.name"] == service && s.Attributes["device"] == disk {
+				n++
+			}
+		}
+		return n
+	}
+	directIO(t, io, 16, 64<<10)
+	c.Wait(t, 30*time.Second, "bio-trace spans", func(d *otelcoltest.Data) bool { return count(d, "bio-trace") >= 16 })
+
+	y, err := os.ReadFile(filepath.Join(dir, "bio_trace.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y = []byte(strings.Replace(string(y), "service: bio-trace", "service: bio-trace-reloaded", 1))
+	if err := os.WriteFile(filepath.Join(dir, "bio_trace.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 20*time.Second, func() bool {
+		return e.Scrape().Value("kernel_exporter_config_last_reload_successful", nil) == 1 && strings.Contains(e.Logs(), "reload done")
+	}, "reload did not finish\n%s", e.Logs())
+	directIO(t, io, 16, 64<<10)
+	d := c.Wait(t, 30*time.Second, "bio-trace-reloaded spans", func(d *otelcoltest.Data) bool { return count(d, "bio-trace-reloaded") >= 16 })
+	t.Logf("spans: %d under the old service, %d under the new", count(d, "bio-trace"), count(d, "bio-trace-reloaded"))
+	ms := e.Scrape()
+	if v := ms.Value("kernel_exporter_config_up", L("config", "bio_trace")); v != 1 {
+		t.Errorf("bio_trace not up after the reload\n%s", e.Logs())
+	}
+	if v := ms.Series("kernel_exporter_spans_total", L("config", "bio_trace")); v != 1 {
+		t.Errorf("%d kernel_exporter_spans_total series for bio_trace, want the new reader's only", v)
 	}
 }
