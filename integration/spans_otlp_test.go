@@ -19,7 +19,14 @@ import (
 func startSpans(t *testing.T, proto, config string, args ...string) (*otelcoltest.Collector, *Exporter) {
 	t.Helper()
 	c := otelcoltest.Start(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.Endpoint(proto))
+	spansEnv(t, c.Endpoint(proto), proto)
+	return c, startUp(t, config, args...)
+}
+
+// spansEnv points the exporter's OTLP span exporter at endpoint over proto,
+// with a 200 ms batch delay and no OTEL_SERVICE_NAME.
+func spansEnv(t *testing.T, endpoint, proto string) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
 	otlpProto := "http/protobuf"
 	if proto == otelcoltest.GRPC {
 		otlpProto = "grpc"
@@ -28,11 +35,55 @@ func startSpans(t *testing.T, proto, config string, args ...string) (*otelcoltes
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	t.Setenv("OTEL_TRACES_EXPORTER", "")
+}
+
+// startUp starts the exporter with args and fails t unless config is up.
+func startUp(t *testing.T, config string, args ...string) *Exporter {
+	t.Helper()
 	e := Start(t, args...)
 	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", config)); v != 1 {
 		t.Fatalf("config %s not up (%v)\n%s", config, v, e.Logs())
 	}
-	return c, e
+	return e
+}
+
+// TestSpansOTLPShutdownFlush sets a batch delay of an hour, runs a
+// command, and stops the exporter: the command's span, still queued, must
+// reach the collector at shutdown, with its exit code.
+func TestSpansOTLPShutdownFlush(t *testing.T) {
+	c := otelcoltest.Start(t)
+	spansEnv(t, c.Endpoint(otelcoltest.HTTP), otelcoltest.HTTP)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+	e := startUp(t, "exec_trace", "--programs=exec_trace")
+	cmd := exec.Command("/bin/sh", "-c", "exit 7")
+	if err := cmd.Run(); err == nil {
+		t.Fatal("sh -c 'exit 7' succeeded")
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	Eventually(t, 10*time.Second, func() bool {
+		return e.Scrape().Value("kernel_exporter_spans_total", L("config", "exec_trace", "ringbuf", "exec_trace_spans")) >= 1
+	}, "no span read")
+	time.Sleep(200 * time.Millisecond) // the reader handles the ring buffer in order: the script's record too
+	if d, _ := c.Received(); len(d.Spans) != 0 {
+		t.Fatalf("%d spans exported before shutdown with an hour's batch delay", len(d.Spans))
+	}
+	if err := e.Stop(); err != nil {
+		t.Fatalf("exporter exit: %v\n%s", err, e.Logs())
+	}
+	d := c.Wait(t, 10*time.Second, "the script's span after shutdown", func(d *otelcoltest.Data) bool {
+		for _, s := range d.Spans {
+			if s.Attributes["pid"] == pid {
+				return true
+			}
+		}
+		return false
+	})
+	for _, s := range d.Spans {
+		if s.Attributes["pid"] == pid && (s.Name != "sh" || s.Attributes["exit_code"] != "7") {
+			t.Errorf("span %+v", s)
+		}
+	}
+	t.Logf("%d spans sent at shutdown", len(d.Spans))
 }
 
 // TestSpansOTLP runs the bundled exec_trace program with spans sent to a
