@@ -17,9 +17,10 @@
  * Kernel source: BTF tracepoints (tp_btf, 5.5+) sched:sched_process_fork
  * (kernel/fork.c, since about 3.4; args parent, child) and
  * sched:sched_process_exit (kernel/exit.c do_exit, since about 2.6.32,
- * fired per exiting thread after exit_code is set; the task is read with
- * bpf_get_current_task_btf, so the group_dead argument 6.16 added does not
- * matter).
+ * fired per exiting thread, the current task, after exit_code is set; its
+ * first argument is the task on every kernel, the group_dead argument 6.16
+ * added is not read). Ring buffers need 5.8: the program loads on Debian
+ * 11's 5.10 as on 6.x (no bpf_get_current_task_btf, a 5.11 helper).
  *
  * At fork of a new process (child pid == tgid; threads are not processes)
  * the child gets random span id and start time bpf_ktime_get_ns(); if its
@@ -119,9 +120,8 @@ int BPF_PROG(exec_trace_fork, struct task_struct *parent, struct task_struct *ch
 }
 
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(exec_trace_exit)
+int BPF_PROG(exec_trace_exit, struct task_struct *task)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 pid = task->pid, tgid = task->tgid;
 	struct span_record *s;
 	struct proc *p;
