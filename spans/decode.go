@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -25,11 +26,15 @@ type Record struct {
 	Attrs    []attribute.KeyValue
 }
 
+// MaxDuration bounds span_duration_ns: a longer one is a program's bug (an
+// end before its start, read as unsigned), counted as a decoder error.
+const MaxDuration = uint64(365 * 24 * time.Hour)
+
 // Error reasons of kernel_exporter_span_errors_total.
 const (
 	ReasonShort   = "short_record" // a record shorter than its labels
 	ReasonLong    = "long_record"  // longer by MaxTailPadding bytes or more
-	ReasonDecoder = "decoder"      // a decoder of an attribute or span_name failed
+	ReasonDecoder = "decoder"      // a decoder of an attribute or span_name failed, or span_duration_ns > MaxDuration
 )
 
 // RecordError is a record that could not become a span; Reason is one of
@@ -70,6 +75,9 @@ func (l *Layout) Decode(rec []byte) (Record, error) {
 			r.Start, r.HasStart = binary.NativeEndian.Uint64(b), true
 		case fieldDuration:
 			r.Duration = binary.NativeEndian.Uint64(b)
+			if r.Duration > MaxDuration {
+				return Record{}, &RecordError{ReasonDecoder, fmt.Errorf("ring buffer %s: span_duration_ns %d is more than %d (a year)", l.RingBuf, r.Duration, uint64(MaxDuration))}
+			}
 		default:
 			v, err := f.chain.Decode(b)
 			if err != nil {

@@ -123,6 +123,12 @@ func TestDecode(t *testing.T) {
 			t.Errorf("%d bytes: %v, want %s", tc.n, err, tc.reason)
 		}
 	}
+	// A negative duration (end before start) read as unsigned.
+	if _, err := l.Decode(record(tid, [8]byte{}, [8]byte{}, 1, ^uint64(0), 0, "x")); err == nil {
+		t.Error("duration 2^64-1 decoded")
+	} else if re, ok := errors.AsType[*RecordError](err); !ok || re.Reason != ReasonDecoder {
+		t.Errorf("duration 2^64-1: %v", err)
+	}
 	// An operation outside the static_map is kept, as for metrics.
 	if r, err := l.Decode(record(tid, [8]byte{}, [8]byte{}, 1, 1, 7, "x")); err != nil || r.Attrs[0].Value.AsString() != "unknown:7" {
 		t.Errorf("operation 7: %v, %v", r.Attrs, err)
