@@ -250,17 +250,24 @@ func TestBatchConfigFromEnv(t *testing.T) {
 	}
 }
 
-// FuzzDecode checks that no record makes Decode panic, and that a record
-// of the wrong size is always a RecordError.
+// FuzzDecode checks that no record makes Decode, or emitting the span of
+// a decoded one, panic, and that a record of the wrong size is always a
+// RecordError.
 func FuzzDecode(f *testing.F) {
 	l := testLayout(f)
+	exp := tracetest.NewInMemoryExporter()
+	tr := sdktrace.NewTracerProvider(sdktrace.WithIDGenerator(newIDGenerator()), sdktrace.WithSyncer(exp)).Tracer("fuzz")
 	f.Add(record([16]byte{1}, [8]byte{2}, [8]byte{3}, 4, 5, 1, "name"))
 	f.Add([]byte{})
 	f.Add(make([]byte, 79))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, err := l.Decode(b)
+		r, err := l.Decode(b)
 		if (len(b) < l.Size || len(b) >= l.Size+MaxTailPadding) && err == nil {
 			t.Fatalf("%d-byte record decoded", len(b))
+		}
+		if err == nil {
+			emit(tr, "fuzz", &r)
+			exp.Reset()
 		}
 	})
 }
