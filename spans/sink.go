@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
 // DefaultService is the service.name of spans whose config sets no service
@@ -107,6 +109,9 @@ func (s *Sink) init() error {
 		if proto == "" {
 			proto = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 		}
+		if err := checkTLSFiles(); err != nil {
+			return err
+		}
 		var exp sdktrace.SpanExporter
 		switch proto {
 		case "", "http/protobuf":
@@ -126,6 +131,30 @@ func (s *Sink) init() error {
 		return nil
 	}()
 	return s.initErr
+}
+
+// maxTLSFile bounds the PEM files the OTLP exporter reads (it reads them
+// whole, unbounded).
+const maxTLSFile = bounded.MaxConfig
+
+// checkTLSFiles checks the certificate and key files the OTLP exporter
+// will read: regular files (not a FIFO or device) of at most maxTLSFile
+// bytes. The error names the variable and the path, never the content.
+func checkTLSFiles() error {
+	for _, v := range []string{"CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"} {
+		for _, env := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + v, "OTEL_EXPORTER_OTLP_" + v} {
+			path := os.Getenv(env)
+			if path == "" {
+				continue
+			}
+			f, _, err := bounded.OpenLimit(path, env, maxTLSFile)
+			if err != nil {
+				return err // names env and path
+			}
+			f.Close()
+		}
+	}
+	return nil
 }
 
 // exportError logs a failed export, at most once a minute.

@@ -281,6 +281,8 @@ func TestSinkEnv(t *testing.T) {
 		{"OTEL_TRACES_EXPORTER", "zipkin", `OTEL_TRACES_EXPORTER="zipkin": want otlp, console or none`},
 		{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", `OTLP protocol "http/json" (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL): want grpc or http/protobuf`},
 		{"OTEL_BSP_EXPORT_TIMEOUT", "-1", `OTEL_BSP_EXPORT_TIMEOUT="-1": want milliseconds`},
+		{"OTEL_EXPORTER_OTLP_CERTIFICATE", "/dev/zero", `OTEL_EXPORTER_OTLP_CERTIFICATE /dev/zero: not a regular file`},
+		{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/nonexistent/key.pem", `OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY /nonexistent/key.pem: no such file`},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			t.Setenv(tc.env, tc.val)
