@@ -127,8 +127,9 @@ run: build
 	./$(BINARY) $(RUN_ARGS)
 
 # Installs only what is missing, so it is quick on a prepared machine: the
-# Debian packages, then the kube-apiserver the Kubernetes tests run (built
-# once from the Go module proxy, cached in .cache/kube-apiserver).
+# Debian packages, then the kube-apiserver the Kubernetes tests run and the
+# OpenTelemetry Collector the OTLP tests send to (built once from the Go
+# module proxy, cached in .cache/kube-apiserver and .cache/otelcol).
 test-deps:
 	@missing=""; for p in $(TEST_DEBS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
@@ -146,6 +147,7 @@ test-deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$qmissing; \
 	fi
 	$(MAKE) --no-print-directory kube-apiserver
+	$(MAKE) --no-print-directory otelcol
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -334,4 +336,27 @@ kube-apiserver:
 
 # ---------------------------------------------------------------------------
 # End of Kubernetes API server section
+# ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# OpenTelemetry Collector for tests (internal/otelcoltest)
+#
+#   make otelcol  builds an OpenTelemetry Collector $(OTELCOL_VERSION) with
+#                 the collector's builder from core modules only (OTLP
+#                 receiver, debug exporter), through the Go module proxy,
+#                 into .cache/otelcol/$(OTELCOL_VERSION)/otelcol (about 2
+#                 minutes the first time; cached by version, a second run
+#                 does nothing); see tools/otelcol/build.sh. The span and
+#                 OTLP tests receive what the exporter sends with it.
+# ---------------------------------------------------------------------------
+
+OTELCOL_VERSION ?= v0.150.0
+
+.PHONY: otelcol
+
+otelcol:
+	GO=$(GO) OTELCOL_VERSION=$(OTELCOL_VERSION) tools/otelcol/build.sh
+
+# ---------------------------------------------------------------------------
+# End of OpenTelemetry Collector section
 # ---------------------------------------------------------------------------

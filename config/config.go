@@ -70,9 +70,9 @@ type Config struct {
 	Kaddrs []string `yaml:"kaddrs"`
 	// CgroupIDMapNode is the cgroup_id_map section, read by CgroupIDMap.
 	CgroupIDMapNode yaml.Node `yaml:"cgroup_id_map"`
-	// Tracing is an ebpf_exporter v2 key that this exporter accepts but
-	// does not act on; see Ignored.
-	Tracing yaml.Node `yaml:"tracing"`
+	// Tracing turns ring buffer records into OpenTelemetry spans (see
+	// tracing.go and package spans).
+	Tracing Tracing `yaml:"tracing"`
 	// Uprobes, USDT and PerfEvents target programs with bare "uprobe",
 	// "uretprobe", "usdt" and "perf_event" sections (see probes.go).
 	Uprobes    []Uprobe    `yaml:"uprobes"`
@@ -388,7 +388,8 @@ func checkShape(file string, root *yaml.Node) error {
 
 // staticMapPath reports whether path (as built by checkShape, aliases
 // leaving "" elements) is that of a decoder's static_map,
-// metrics.<counters|histograms|gauges>[i].labels[j].decoders[k].static_map: only
+// metrics.<counters|histograms|gauges>[i].labels[j].decoders[k].static_map
+// or tracing.spans[i].labels[j].decoders[k].static_map: only
 // there does Decoder.UnmarshalYAML decode the mapping in linear time. A
 // static_map key anywhere else (attach_to: {static_map: ...}) is decoded
 // by yaml.v3 and bounded like any mapping.
@@ -399,7 +400,7 @@ func staticMapPath(path []string) bool {
 			p = append(p, e)
 		}
 	}
-	return len(p) == 8 && p[0] == "metrics" && (p[1] == ".counters" || p[1] == ".histograms" || p[1] == ".gauges") &&
+	return len(p) == 8 && (p[0] == "metrics" && (p[1] == ".counters" || p[1] == ".histograms" || p[1] == ".gauges") || p[0] == "tracing" && p[1] == ".spans") &&
 		isIndex(p[2]) && p[3] == ".labels" && isIndex(p[4]) && p[5] == ".decoders" && isIndex(p[6]) &&
 		p[7] == ".static_map"
 }
@@ -690,11 +691,7 @@ func child(n *yaml.Node, part string) *yaml.Node {
 // Ignored returns the keys present in the config that are accepted for
 // compatibility but have no effect.
 func (c *Config) Ignored() []string {
-	var keys []string
-	if !c.Tracing.IsZero() {
-		keys = append(keys, "tracing")
-	}
-	return keys
+	return nil
 }
 
 // MetricName returns <namespace>_<name>.

@@ -47,7 +47,7 @@ func TestParseErrors(t *testing.T) {
 			"bad.yaml:5: wrong type: got integer \"5\", want a list"},
 		{"syntax", "metrics:\n  counters: [\n", `bad.yaml:2: did not find expected node content`},
 		{"empty", "", `bad.yaml: empty config`},
-		{"no metrics", "namespace: x\n", `bad.yaml:1: metrics: no counters, gauges or histograms defined`},
+		{"no metrics", "namespace: x\n", `bad.yaml:1: metrics: no counters, gauges or histograms defined (nor tracing spans)`},
 		{"zero size", strings.Replace(goodCounter, "size: 8", "size: 0", 1),
 			`bad.yaml:7: metrics.counters[0].labels[0].size: must be 1 to 4096 bytes, got 0`},
 		{"missing help", strings.Replace(goodCounter, "      help: Timers started\n", "", 1),

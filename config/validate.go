@@ -51,8 +51,8 @@ func (c *Config) validate() error {
 		return c.Errorf("namespace", "invalid metric namespace %s", Quote(c.Namespace))
 	}
 	n := c.Metrics.metricCount()
-	if n == 0 {
-		return c.Errorf("metrics", "no counters, gauges or histograms defined")
+	if n == 0 && len(c.Tracing.Spans) == 0 {
+		return c.Errorf("metrics", "no counters, gauges or histograms defined (nor tracing spans)")
 	}
 	if n > MaxMetrics {
 		return c.Errorf("metrics", "%d metrics, more than the limit of %d", n, MaxMetrics)
@@ -123,6 +123,9 @@ func (c *Config) validate() error {
 		}
 	}
 	if err := c.validateGauges(budget, checkName); err != nil {
+		return err
+	}
+	if err := c.validateTracing(budget); err != nil {
 		return err
 	}
 	if err := c.validateProbes(); err != nil {

@@ -21,12 +21,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/testbin"
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -94,11 +93,11 @@ func Start(t testing.TB) *Cluster {
 	c, procs, err := start(dir, apiserver, etcd)
 	t.Cleanup(func() {
 		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop(10 * time.Second)
+			procs[i].Stop(10 * time.Second)
 		}
 		if t.Failed() {
 			for _, p := range procs {
-				t.Log("\n" + p.tail(40))
+				t.Log("\n" + p.Tail(40))
 			}
 		}
 	})
@@ -111,7 +110,7 @@ func Start(t testing.TB) *Cluster {
 
 // start launches etcd then kube-apiserver and waits for both. procs holds
 // what was started, also on error, for the caller to stop.
-func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
+func start(dir, apiserver, etcd string) (c *Cluster, procs []*testbin.Proc, err error) {
 	began := time.Now()
 	p, err := newPKI(dir)
 	if err != nil {
@@ -125,7 +124,7 @@ func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
 	if err := os.WriteFile(tokenFile, []byte(token+`,kubetest-admin,kubetest-admin,"system:masters"`+"\n"), 0o600); err != nil {
 		return nil, nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := testbin.FreePorts(3)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,7 +132,7 @@ func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	host := "https://127.0.0.1:" + strconv.Itoa(ports[2])
 
-	e, err := startProc("etcd", filepath.Join(dir, "etcd.log"), etcd,
+	e, err := testbin.StartProc("etcd", filepath.Join(dir, "etcd.log"), etcd,
 		"--name=kubetest",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
@@ -158,7 +157,7 @@ func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
 		return nil, procs, err
 	}
 
-	a, err := startProc("kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), apiserver,
+	a, err := testbin.StartProc("kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), apiserver,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -223,11 +222,11 @@ func start(dir, apiserver, etcd string) (c *Cluster, procs []*proc, err error) {
 }
 
 // waitHTTP polls url until it answers 200, p exits or deadline passes.
-func waitHTTP(p *proc, client *http.Client, url, token string, deadline time.Time) error {
+func waitHTTP(p *testbin.Proc, client *http.Client, url, token string, deadline time.Time) error {
 	var last string
 	for {
-		if ok, err := p.exited(); ok {
-			return fmt.Errorf("kubetest: %s exited before it was ready: %v\n%s", p.name, err, p.tail(30))
+		if ok, err := p.Exited(); ok {
+			return fmt.Errorf("kubetest: %s exited before it was ready: %v\n%s", p.Name, err, p.Tail(30))
 		}
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {
@@ -247,7 +246,7 @@ func waitHTTP(p *proc, client *http.Client, url, token string, deadline time.Tim
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kubetest: %s not ready at %s after %v: %s\n%s", p.name, url, startTimeout, last, p.tail(30))
+			return fmt.Errorf("kubetest: %s not ready at %s after %v: %s\n%s", p.Name, url, startTimeout, last, p.Tail(30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -285,64 +284,7 @@ func findEtcd() (string, error) {
 // findAPIServer returns $KE_KUBE_APISERVER, or the kube-apiserver of the
 // highest version under <module root>/.cache/kube-apiserver/.
 func findAPIServer() (string, error) {
-	if p := os.Getenv(EnvAPIServer); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvAPIServer, p, err)
-		}
-		return p, nil
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	pattern := filepath.Join(root, ".cache", "kube-apiserver", "v*", "kube-apiserver")
-	found, _ := filepath.Glob(pattern)
-	if len(found) == 0 {
-		return "", fmt.Errorf("no kube-apiserver at %s and %s is not set", pattern, EnvAPIServer)
-	}
-	sort.Slice(found, func(i, j int) bool {
-		return versionLess(filepath.Base(filepath.Dir(found[i])), filepath.Base(filepath.Dir(found[j])))
-	})
-	return found[len(found)-1], nil
-}
-
-// versionLess compares vA.B.C strings numerically.
-func versionLess(a, b string) bool {
-	pa := strings.Split(strings.TrimPrefix(a, "v"), ".")
-	pb := strings.Split(strings.TrimPrefix(b, "v"), ".")
-	for i := 0; i < len(pa) && i < len(pb); i++ {
-		na, ea := strconv.Atoi(pa[i])
-		nb, eb := strconv.Atoi(pb[i])
-		if ea != nil || eb != nil {
-			if pa[i] != pb[i] {
-				return pa[i] < pb[i]
-			}
-			continue
-		}
-		if na != nb {
-			return na < nb
-		}
-	}
-	return len(pa) < len(pb)
-}
-
-// moduleRoot is the nearest directory at or above the working directory
-// (a test's package directory) that has a go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return testbin.Find(EnvAPIServer, "kube-apiserver", "kube-apiserver")
 }
 
 // ServiceAccountConfig returns a client config and a kubeconfig file that

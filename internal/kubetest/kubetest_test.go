@@ -313,7 +313,4 @@ func TestSplitYAMLAndDecode(t *testing.T) {
 	if len(MonitoringCRDs()) != 2 {
 		t.Error("MonitoringCRDs: want 2 documents")
 	}
-	if !versionLess("v1.9.0", "v1.37.2") || versionLess("v1.37.2", "v1.37.1") {
-		t.Error("versionLess")
-	}
 }

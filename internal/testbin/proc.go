@@ -1,4 +1,9 @@
-package kubetest
+// Package testbin runs the helper servers tests need (a kube-apiserver, an
+// OpenTelemetry Collector ...): it finds a binary built into the module's
+// .cache/<name>/<version>/ by its tools/<name>/build.sh, picks free loopback
+// ports, and runs the process with its output in a log file, stopped when
+// the test ends.
+package testbin
 
 import (
 	"bytes"
@@ -14,18 +19,18 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
-// proc is one server process of the cluster, its output going to a log file.
-type proc struct {
-	name string
-	log  string
+// Proc is one server process, its output going to a log file.
+type Proc struct {
+	Name string // for messages
+	Log  string // the log file's path
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	err  error         // Wait's result, valid once done is closed
 }
 
-// startProc starts bin with args, stdout and stderr to the file logPath. The
+// StartProc starts bin with args, stdout and stderr to the file logPath. The
 // process gets SIGKILL if the test binary dies first.
-func startProc(name, logPath, bin string, args ...string) (*proc, error) {
+func StartProc(name, logPath, bin string, args ...string) (*Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
@@ -36,9 +41,9 @@ func startProc(name, logPath, bin string, args ...string) (*proc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("kubetest: start %s: %w", name, err)
+		return nil, fmt.Errorf("testbin: start %s: %w", name, err)
 	}
-	p := &proc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -47,8 +52,8 @@ func startProc(name, logPath, bin string, args ...string) (*proc, error) {
 	return p, nil
 }
 
-// exited reports whether the process has ended, and how.
-func (p *proc) exited() (bool, error) {
+// Exited reports whether the process has ended, and how.
+func (p *Proc) Exited() (bool, error) {
 	select {
 	case <-p.done:
 		return true, p.err
@@ -57,9 +62,9 @@ func (p *proc) exited() (bool, error) {
 	}
 }
 
-// stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
-func (p *proc) stop(grace time.Duration) {
-	if ok, _ := p.exited(); ok {
+// Stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
+func (p *Proc) Stop(grace time.Duration) {
+	if ok, _ := p.Exited(); ok {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -71,10 +76,10 @@ func (p *proc) stop(grace time.Duration) {
 	}
 }
 
-// tail returns the last n lines of the process' log.
-func (p *proc) tail(n int) string {
+// Tail returns the last n lines of the process' log.
+func (p *Proc) Tail(n int) string {
 	const window = 64 << 10 // the tail is read from the last 64 KiB
-	f, err := bounded.Open(p.log, p.name+" log")
+	f, err := bounded.Open(p.Log, p.Name+" log")
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}
@@ -84,14 +89,14 @@ func (p *proc) tail(n int) string {
 	}
 	b, err := io.ReadAll(io.LimitReader(f, window))
 	if err != nil {
-		return fmt.Sprintf("(%s log: %v)", p.name, err)
+		return fmt.Sprintf("(%s log: %v)", p.Name, err)
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "--- last %d lines of %s (%s) ---\n", len(lines), p.name, p.log)
+	fmt.Fprintf(&buf, "--- last %d lines of %s (%s) ---\n", len(lines), p.Name, p.Log)
 	for _, l := range lines {
 		buf.WriteString(l)
 		buf.WriteByte('\n')
@@ -99,9 +104,9 @@ func (p *proc) tail(n int) string {
 	return buf.String()
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1, all held open
+// FreePorts returns n distinct free TCP ports on 127.0.0.1, all held open
 // until all are chosen.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -112,7 +117,7 @@ func freePorts(n int) ([]int, error) {
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("kubetest: free port: %w", err)
+			return nil, fmt.Errorf("testbin: free port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
