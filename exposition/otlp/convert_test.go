@@ -89,12 +89,19 @@ func pow2(lo, hi int, mult float64) []float64 {
 	return out
 }
 
+// data returns m's data as an A, or fails t.
+func data[A metricdata.Aggregation](t *testing.T, m metricdata.Metrics) A {
+	t.Helper()
+	d, ok := m.Data.(A)
+	if !ok {
+		t.Fatalf("%s: got %T, want %T", m.Name, m.Data, d)
+	}
+	return d
+}
+
 func expPoint(t *testing.T, m metricdata.Metrics) []metricdata.ExponentialHistogramDataPoint[float64] {
 	t.Helper()
-	d, ok := m.Data.(metricdata.ExponentialHistogram[float64])
-	if !ok {
-		t.Fatalf("%s: got %T, want an exponential histogram", m.Name, m.Data)
-	}
+	d := data[metricdata.ExponentialHistogram[float64]](t, m)
 	if d.Temporality != metricdata.CumulativeTemporality {
 		t.Fatalf("temporality %v", d.Temporality)
 	}
@@ -156,18 +163,6 @@ func TestConvertExp2Zero(t *testing.T) {
 	}
 }
 
-func explicitPoints(t *testing.T, m metricdata.Metrics) []metricdata.HistogramDataPoint[float64] {
-	t.Helper()
-	d, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		t.Fatalf("%s: got %T, want an explicit-bound histogram", m.Name, m.Data)
-	}
-	if d.Temporality != metricdata.CumulativeTemporality {
-		t.Fatalf("temporality %v", d.Temporality)
-	}
-	return d.DataPoints
-}
-
 // Bounds that no scale-0 layout matches exactly keep explicit bounds:
 // exp2 with multiplier 1e-6, linear, fixed.
 func TestConvertExplicit(t *testing.T) {
@@ -184,7 +179,11 @@ func TestConvertExplicit(t *testing.T) {
 			f := collector.NewFamily("h", "", collector.KindHistogram, []string{"k"}, tc.upper, []collector.SeriesData{
 				{Labels: []string{"a"}, Cum: cumulative(1, 0, 2, 3), Count: 9, Sum: 21.5},
 			})
-			pts := explicitPoints(t, convertOne(t, f))
+			d := data[metricdata.Histogram[float64]](t, convertOne(t, f))
+			if d.Temporality != metricdata.CumulativeTemporality {
+				t.Fatalf("temporality %v", d.Temporality)
+			}
+			pts := d.DataPoints
 			want := []metricdata.HistogramDataPoint[float64]{{Attributes: set("k", "a"), StartTime: tStart, Time: tRead,
 				Count: 9, Sum: 21.5, Bounds: tc.upper, BucketCounts: []uint64{1, 0, 2, 3, 3}}}
 			if !reflect.DeepEqual(pts, want) {
