@@ -35,6 +35,8 @@ import (
 //     Ethernet): its index 10 bucket, (1024, 2048], moved by exactly n;
 //   - an exp2zero histogram (kernel_net_tx_gso_segments): the le=0 bucket
 //     (skbs not marked for segmentation: every datagram) is the zero count;
+//   - an exp2 histogram with multiplier 1e-9 (runqlat's): explicit bounds,
+//     the scrape's le bounds, buckets that add up to the count;
 //   - the resource (service.name from OTEL_SERVICE_NAME, host.name,
 //     OTEL_RESOURCE_ATTRIBUTES), start times at the config's load, and the
 //     push self-metric counting successes.
@@ -54,6 +56,7 @@ func testOTLPMetrics(t *testing.T, proto string) {
 		errs     = "kernel_syscall_errors_total"
 		sizeHist = "kernel_net_tx_packet_size_bytes"
 		segsHist = "kernel_net_tx_gso_segments"
+		runqlat  = "kernel_run_queue_latency_seconds"
 	)
 	col := otelcoltest.Start(t)
 	if col == nil {
@@ -103,7 +106,7 @@ func testOTLPMetrics(t *testing.T, proto string) {
 	device := L("device", strconv.Itoa(ifindex))
 
 	loaded := time.Now()
-	e := Start(t, "--programs=syscalls,net_tx_size", "--otlp.metrics", "--otlp.metrics.interval=1s")
+	e := Start(t, "--programs=syscalls,net_tx_size,runqlat", "--otlp.metrics", "--otlp.metrics.interval=1s")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("exporter log:\n%s", e.Logs())
@@ -113,7 +116,7 @@ func testOTLPMetrics(t *testing.T, proto string) {
 		}
 	})
 	before := e.Scrape()
-	for _, c := range []string{"syscalls", "net_tx_size"} {
+	for _, c := range []string{"syscalls", "net_tx_size", "runqlat"} {
 		if v := before.Value("kernel_exporter_config_up", L("config", c)); v != 1 {
 			t.Fatalf("config_up{config=%s} = %v, want 1\n%s", c, v, e.Logs())
 		}
@@ -212,6 +215,28 @@ func testOTLPMetrics(t *testing.T, proto string) {
 	// (The debug exporter prints no offset when there are no buckets.)
 	if (len(p.PositiveBuckets) > 0 && p.PositiveOffset != -1) || !slices.Equal(p.PositiveBuckets, trimZeros(per[1:])) {
 		t.Errorf("%s: offset %d buckets %v; want -1 and the scrape's le=1, 2, ... %v", segsHist, p.PositiveOffset, p.PositiveBuckets, per[1:])
+	}
+
+	// A histogram whose bounds are not powers of two: explicit bounds.
+	m = data.Metric(runqlat)
+	if m == nil || m.Type != "Histogram" || m.Temporality != "Cumulative" || len(m.Points) != 1 {
+		t.Fatalf("%s: %+v, want a cumulative Histogram of one point", runqlat, m)
+	}
+	p = &m.Points[0]
+	var bounds []float64
+	for _, b := range scrapedHist(t, again, runqlat, nil).GetBucket() {
+		if !math.IsInf(b.GetUpperBound(), 1) {
+			bounds = append(bounds, b.GetUpperBound())
+		}
+	}
+	var total uint64
+	for _, c := range p.BucketCounts {
+		total += c
+	}
+	// The debug exporter prints bounds with 6 decimals.
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 5e-7 }
+	if !slices.EqualFunc(p.Bounds, bounds, near) || len(p.BucketCounts) != len(bounds)+1 || total != p.Count || p.Count == 0 {
+		t.Errorf("%s: bounds %v counts %v count %d; want the scrape's bounds %v (to 6 decimals), counts adding up to a count > 0", runqlat, p.Bounds, p.BucketCounts, p.Count, bounds)
 	}
 
 	// Resource, self-metrics.
