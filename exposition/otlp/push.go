@@ -12,7 +12,7 @@
 // OpenTelemetry Go SDK's OTLP exporters, which encode and send them.
 //
 // Bounds: pushes run one at a time, one every Options.Interval, in their
-// own goroutine; a tick that comes while a push runs is dropped. Each
+// own goroutine; ticks due while a push runs start at most one more. Each
 // push has Options.Timeout for all its requests. A push is cut into
 // requests of at most MaxRequestBytes (estimated). Failures are counted in
 // kernel_exporter_otlp_exports_total{result="failure"} and logged at most
@@ -226,7 +226,7 @@ func New(ctx context.Context, src exposition.Source, g prometheus.Gatherer, o Op
 	}
 	p.exports = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kernel_exporter_otlp_exports_total",
-		Help: "Pushes of metrics over OTLP, by result: success, failure (a request failed or timed out), skipped (the previous push was still running).",
+		Help: "Pushes of metrics over OTLP, by result: success, failure (a request failed or timed out), skipped (due while the previous push was still running).",
 	}, []string{"result"})
 	for _, r := range []string{"success", "failure", "skipped"} {
 		p.exports.WithLabelValues(r)
@@ -255,7 +255,9 @@ func New(ctx context.Context, src exposition.Source, g prometheus.Gatherer, o Op
 
 // Run pushes every interval until ctx is done, then shuts the exporter
 // down (at most Timeout). Pushes run one after the other in Run's
-// goroutine, so they never overlap; ticks missed meanwhile are dropped.
+// goroutine, so they never overlap; of the ticks that come during a push,
+// one starts the next push at once, the others are dropped and counted as
+// skipped.
 func (p *Pusher) Run(ctx context.Context) {
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
@@ -267,9 +269,26 @@ func (p *Pusher) Run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
+			began := time.Now()
 			_ = p.Push(ctx)
+			// The ticker drops all but one of the ticks that came during
+			// a long push.
+			if n := missedTicks(time.Since(began), p.interval); n > 0 {
+				p.exports.WithLabelValues("skipped").Add(float64(n))
+			}
 		}
 	}
+}
+
+// missedTicks is the number of ticks of a ticker of period interval that
+// a push lasting took made the ticker drop: of the ticks due during the
+// push, the ticker keeps one (a push starts right after), the rest are
+// lost.
+func missedTicks(took, interval time.Duration) int {
+	if interval <= 0 || took < 2*interval {
+		return 0
+	}
+	return int(took/interval) - 1
 }
 
 // Push reads, converts and sends every metric once, within the timeout,

@@ -209,6 +209,17 @@ func TestPushTimeoutNoOverlap(t *testing.T) {
 	}
 }
 
+func TestMissedTicks(t *testing.T) {
+	for _, tc := range []struct {
+		took time.Duration
+		want int
+	}{{0, 0}, {999 * time.Millisecond, 0}, {time.Second, 0}, {1999 * time.Millisecond, 0}, {2 * time.Second, 1}, {2500 * time.Millisecond, 1}, {3 * time.Second, 2}} {
+		if got := missedTicks(tc.took, time.Second); got != tc.want {
+			t.Errorf("missedTicks(%v, 1s) = %d, want %d", tc.took, got, tc.want)
+		}
+	}
+}
+
 func TestRunShutsDown(t *testing.T) {
 	exp := &exporter{}
 	p, _ := newTestPusher(t, &source{}, exp, time.Second)
