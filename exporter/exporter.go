@@ -26,6 +26,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
+	"github.com/kernel-exporter/kernel_exporter/spans"
 )
 
 // Source names one config: bundled (Dir empty) or <Dir>/<Name>.yaml.
@@ -99,6 +100,9 @@ type Exporter struct {
 	// Memory is the memory budget's ledger: each config holds its maps'
 	// estimate from before they are created until its object is closed.
 	Memory *budget.Ledger
+	// Spans exports the spans of configs with a tracing section; Close
+	// flushes it.
+	Spans *spans.Sink
 
 	opts   Options
 	log    *slog.Logger
@@ -146,7 +150,8 @@ func New(opts Options) *Exporter {
 		reload:     newReloadState(),
 	}
 	e.Memory = budget.NewLedger(opts.MemoryBudget, e.Exceeded)
-	e.Registry.MustRegister(e.Status, e.Exceeded, e.reload)
+	e.Spans = spans.NewSink(log)
+	e.Registry.MustRegister(e.Status, e.Exceeded, e.reload, e.Spans)
 	for _, src := range opts.Sources {
 		st := &collector.State{Name: src.Name, Source: "bundled", Loading: true}
 		if src.Dir != "" {
@@ -257,7 +262,7 @@ func (e *Exporter) timeout(st *collector.State) {
 func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 	res := collector.State{Name: st.Name, Source: st.Source}
 	dg := digest(src) // before reading: a change during the load shows at the next Reload
-	obj, c, names, err := e.load(&res, src, env)
+	obj, c, names, sr, err := e.load(&res, src, env)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.digests[st.Name] = dg
@@ -267,6 +272,7 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 		err = e.claim(res.Name, names, c)
 	}
 	if err != nil || late || e.closed {
+		closeSpans(sr)
 		if obj != nil {
 			obj.Close()
 			for i := range res.Programs {
@@ -289,7 +295,7 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 		return
 	}
 	// ttl metrics expire without scrapes
-	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names, stop: c.StartExpiry()}
+	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names, stop: withSpans(c.StartExpiry(), sr)}
 	res.Up = true
 	res.Collector = c
 	e.Status.Update(st, func(cur *collector.State) { *cur = res })
@@ -323,16 +329,17 @@ func (e *Exporter) claim(config string, names []string, c *collector.Config) err
 
 // load runs one config: parse, compile against the object's maps, load and
 // attach, bind a collector. It fills st's programs and alternatives as far
-// as it gets, and returns the object, the collector and the names of the
-// metric families it serves.
-func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loader.Object, *collector.Config, []string, error) {
+// as it gets, and returns the object, the collector, the names of the
+// metric families it serves and, for a config with a tracing section, the
+// reader of its ring buffers (already reading; the caller closes it).
+func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loader.Object, *collector.Config, []string, *spans.Reader, error) {
 	opts := e.opts
 	if err := testDelay(src.Name); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	cfg, data, err := read(src)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = opts.DefaultNamespace
@@ -340,22 +347,26 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 	lopts := loader.Options{BTFPath: opts.BTFPath, DisableAttach: opts.DisableAttach}
 	for _, o := range opts.AttachTo[src.Name] {
 		if err := cfg.OverrideAttachTo(o); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	if err := loader.CheckRequires(cfg, lopts); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	for _, k := range cfg.Ignored() {
 		e.log.Warn("config key ignored", "config", cfg.Name, "file", cfg.File, "key", k)
 	}
 	spec, err := loader.ParseObject(cfg.Object, data)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	plan, err := collector.Compile(cfg, spec, env)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	spanPlan, err := spans.Compile(cfg, spec, env)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
 	// The memory budget: refused here, the kernel allocates nothing. run
 	// releases the reservation when the load fails or its object closes.
@@ -364,7 +375,7 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 		err = e.Memory.Reserve(st.Name, need)
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	obj, err := loader.Load(spec, cfg, lopts)
 	if obj != nil {
@@ -375,14 +386,14 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 	}
 	if err != nil {
 		// Load left nothing loaded: obj only reports the programs.
-		return nil, nil, nil, fmt.Errorf("%s: %w", cfg.Object, err)
+		return nil, nil, nil, nil, fmt.Errorf("%s: %w", cfg.Object, err)
 	}
 	c, err := collector.New(plan, obj.Collection, collector.Limits{CacheSize: opts.CacheSize, MaxSeries: opts.MaxSeries})
 	if err != nil {
-		return obj, nil, nil, err
+		return obj, nil, nil, nil, err
 	}
 	if err := e.startCgroupIDMap(cfg, obj); err != nil {
-		return obj, nil, nil, err
+		return obj, nil, nil, nil, err
 	}
 	var names []string
 	for _, m := range plan.Metrics {
@@ -391,7 +402,13 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 			names = append(names, m.Name+"_bucket", m.Name+"_sum", m.Name+"_count")
 		}
 	}
-	return obj, c, names, nil
+	var sr *spans.Reader
+	if spanPlan != nil {
+		if sr, err = e.Spans.Start(spanPlan, obj.Collection); err != nil {
+			return obj, nil, nil, nil, err
+		}
+	}
+	return obj, c, names, sr, nil
 }
 
 // read returns the parsed config and the object bytes of a source.
@@ -441,9 +458,37 @@ func (e *Exporter) Close() {
 		lc.obj.Close()
 		delete(e.live, name)
 	}
+	// The readers are closed: send what they emitted.
+	ctx, cancel := context.WithTimeout(context.Background(), spanFlushTimeout)
+	if err := e.Spans.Shutdown(ctx); err != nil {
+		e.log.Warn("spans not all exported at shutdown", "err", err)
+	}
+	cancel()
 	e.Memory.ReleaseAll()
 	if e.env != nil {
 		e.env.Close()
+	}
+}
+
+// spanFlushTimeout bounds how long Close waits for queued spans to be
+// exported.
+const spanFlushTimeout = 5 * time.Second
+
+// withSpans is stop that also closes the config's span reader, if any.
+func withSpans(stop func(), sr *spans.Reader) func() {
+	if sr == nil {
+		return stop
+	}
+	return func() {
+		stop()
+		sr.Close()
+	}
+}
+
+// closeSpans closes the span reader of a load that is not kept.
+func closeSpans(sr *spans.Reader) {
+	if sr != nil {
+		sr.Close()
 	}
 }
 

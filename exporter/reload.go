@@ -183,7 +183,7 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 	}
 	next := collector.State{Name: st.Name, Source: st.Source}
 	held := e.Memory.Held(src.Name)
-	obj, c, names, err := e.load(&next, src, env)
+	obj, c, names, sr, err := e.load(&next, src, env)
 
 	e.mu.Lock()
 	prev, wasLive := e.live[src.Name]
@@ -195,6 +195,7 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 	}
 	if err != nil {
 		e.mu.Unlock()
+		closeSpans(sr)
 		if obj != nil {
 			obj.Close()
 		}
@@ -218,7 +219,7 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 		}
 		return res
 	}
-	stop := c.StartExpiry()
+	stop := withSpans(c.StartExpiry(), sr)
 	e.live[src.Name] = liveConfig{obj: obj, c: c, names: names, stop: stop}
 	e.digests[src.Name] = dg
 	next.Up, next.Collector = true, c

@@ -71,15 +71,7 @@ func compatCalls(t *testing.T, preads, getppids int) int {
 // config serves kernel_compat_syscalls_total with syscall="pread64".
 func TestCompatEbpfExporter(t *testing.T) {
 	const preads, getppids = 120, 45
-	dir := t.TempDir()
-	compileBPF(t, filepath.Join("integration", "testdata", "compat", "compat_syscalls.bpf.c"), filepath.Join(dir, "compat_syscalls.bpf.o"))
-	y, err := os.ReadFile(filepath.Join(repoRoot, "integration", "testdata", "compat", "compat_syscalls.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "compat_syscalls.yaml"), y, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := buildCompat(t, "compat_syscalls")
 	for _, tc := range []struct {
 		flags                []string
 		metric, other, pread string
@@ -126,4 +118,21 @@ func TestCompatEbpfExporter(t *testing.T) {
 			t.Logf("%s{syscall=%s,cpu=%s}: +%d, {syscall=getppid,cpu=%s}: +%d", tc.metric, tc.pread, c, preads, c, getppids)
 		})
 	}
+}
+
+// buildCompat compiles testdata/compat/<name>.bpf.c (compileBPF) into a
+// temp directory and copies testdata/compat/<name>.yaml next to it, a
+// --config.dir of one config. It returns the directory.
+func buildCompat(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	compileBPF(t, filepath.Join("integration", "testdata", "compat", name+".bpf.c"), filepath.Join(dir, name+".bpf.o"))
+	y, err := os.ReadFile(filepath.Join(repoRoot, "integration", "testdata", "compat", name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

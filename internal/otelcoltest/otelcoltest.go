@@ -177,9 +177,16 @@ func (c *Collector) Received() (*Data, error) {
 // after timeout it fails t naming what, with the collector's last output.
 func (c *Collector) Wait(t testing.TB, timeout time.Duration, what string, cond func(*Data) bool) *Data {
 	t.Helper()
+	return wait(t, timeout, what, c.Received, cond, func() string { return c.proc.Tail(60) })
+}
+
+// wait polls received every 100 ms until cond holds; on an error, or after
+// timeout, it fails t naming what, with tail().
+func wait(t testing.TB, timeout time.Duration, what string, received func() (*Data, error), cond func(*Data) bool, tail func() string) *Data {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		d, err := c.Received()
+		d, err := received()
 		if err != nil {
 			t.Fatalf("otelcoltest: %v", err)
 		}
@@ -187,7 +194,7 @@ func (c *Collector) Wait(t testing.TB, timeout time.Duration, what string, cond 
 			return d
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("otelcoltest: no %s after %v: %d spans, %d metrics received\n%s", what, timeout, len(d.Spans), len(d.Metrics), c.proc.Tail(60))
+			t.Fatalf("otelcoltest: no %s after %v: %d spans, %d metrics received\n%s", what, timeout, len(d.Spans), len(d.Metrics), tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
