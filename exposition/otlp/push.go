@@ -37,6 +37,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/exposition"
 )
 
@@ -128,14 +129,28 @@ func Protocol() (string, error) {
 	return "http/protobuf", nil
 }
 
+// MaxTLSFile bounds the certificate and key files of
+// OTEL_EXPORTER_OTLP_[METRICS_]CERTIFICATE, _CLIENT_CERTIFICATE and
+// _CLIENT_KEY, which the OTLP exporters read whole.
+const MaxTLSFile = bounded.MaxConfig
+
 // NewExporter returns the OTLP exporter of Protocol. The exporters read
 // the rest of their configuration from the standard variables:
 // OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, _HEADERS, _INSECURE,
 // _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY, _COMPRESSION and
-// _TIMEOUT. Neither connects before its first export.
+// _TIMEOUT. The certificate and key files must first be regular files of
+// at most MaxTLSFile (bounded.CheckEnvFiles: the error names the variable
+// and the path). Neither exporter connects before its first export.
 func NewExporter(ctx context.Context) (Exporter, string, error) {
 	proto, err := Protocol()
 	if err != nil {
+		return nil, "", err
+	}
+	var tls []string
+	for _, v := range []string{"CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"} {
+		tls = append(tls, "OTEL_EXPORTER_OTLP_METRICS_"+v, "OTEL_EXPORTER_OTLP_"+v)
+	}
+	if err := bounded.CheckEnvFiles(MaxTLSFile, tls...); err != nil {
 		return nil, "", err
 	}
 	var exp Exporter

@@ -278,6 +278,22 @@ func TestProtocol(t *testing.T) {
 	}
 }
 
+// The certificate and key files the SDK reads whole are checked first.
+func TestNewExporterTLSFiles(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "/dev/zero")
+	_, _, err := NewExporter(context.Background())
+	if err == nil || err.Error() != "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY /dev/zero: not a regular file (a character device)" {
+		t.Fatalf("NewExporter: %v", err)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "")
+	exp, proto, err := NewExporter(context.Background())
+	if err != nil || proto != "grpc" {
+		t.Fatalf("NewExporter: %v, %q", err, proto)
+	}
+	_ = exp.Shutdown(context.Background())
+}
+
 func TestResourceFromEnv(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,team=kernel")
