@@ -18,19 +18,15 @@ func Split(ms []metricdata.Metrics, max int) [][]metricdata.Metrics {
 		head := 64 + len(m.Name) + len(m.Description) + len(m.Unit)
 		switch d := m.Data.(type) {
 		case metricdata.Sum[float64]:
-			splitPoints(&b, m, head, d.DataPoints,
-				func(p *metricdata.DataPoint[float64]) int { return attrSize(p.Attributes) },
-				func(pts []metricdata.DataPoint[float64]) metricdata.Aggregation {
-					d.DataPoints = pts
-					return d
-				})
+			splitPoints(&b, m, head, d.DataPoints, numberSize, func(pts []metricdata.DataPoint[float64]) metricdata.Aggregation {
+				d.DataPoints = pts
+				return d
+			})
 		case metricdata.Gauge[float64]:
-			splitPoints(&b, m, head, d.DataPoints,
-				func(p *metricdata.DataPoint[float64]) int { return attrSize(p.Attributes) },
-				func(pts []metricdata.DataPoint[float64]) metricdata.Aggregation {
-					d.DataPoints = pts
-					return d
-				})
+			splitPoints(&b, m, head, d.DataPoints, numberSize, func(pts []metricdata.DataPoint[float64]) metricdata.Aggregation {
+				d.DataPoints = pts
+				return d
+			})
 		case metricdata.Histogram[float64]:
 			splitPoints(&b, m, head, d.DataPoints,
 				func(p *metricdata.HistogramDataPoint[float64]) int {
@@ -107,6 +103,10 @@ func splitPoints[P any](b *splitter, m metricdata.Metrics, head int, pts []P, si
 		b.add(part, n)
 	}
 }
+
+// numberSize estimates the encoded size of a counter or gauge point's
+// attributes (its value and times are in splitPoints' 64 bytes).
+func numberSize(p *metricdata.DataPoint[float64]) int { return attrSize(p.Attributes) }
 
 // attrSize estimates the encoded size of an attribute set.
 func attrSize(s attribute.Set) int {
