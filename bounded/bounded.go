@@ -123,6 +123,27 @@ func OpenLimit(path, what string, limit int64) (*os.File, int64, error) {
 	return f, fi.Size(), nil
 }
 
+// CheckEnvFiles checks the files named by the environment variables vars
+// (those set and not empty) for a library that reads them whole without a
+// bound of its own (the OTLP exporters' certificate and key files): each
+// must open as Open opens (a regular file, not a FIFO or a device) and be
+// at most limit bytes. The error is the first file's, naming the variable
+// and the path, never the content.
+func CheckEnvFiles(limit int64, vars ...string) error {
+	for _, env := range vars {
+		path := os.Getenv(env)
+		if path == "" {
+			continue
+		}
+		f, _, err := OpenLimit(path, env, limit)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
+}
+
 // ReadFile reads a whole regular file of at most limit bytes. A larger file
 // is refused with ErrTooLarge, whatever its stat size says (procfs files say
 // 0).

@@ -107,3 +107,22 @@ func TestOpenSocket(t *testing.T) {
 		t.Fatalf("err = %q, want %q (ErrNotRegular)", err, want)
 	}
 }
+
+func TestCheckEnvFiles(t *testing.T) {
+	ok := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ok, []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KX_TEST_A", ok)
+	t.Setenv("KX_TEST_B", "")
+	t.Setenv("KX_TEST_C", "/dev/zero")
+	if err := CheckEnvFiles(5, "KX_TEST_A", "KX_TEST_B", "KX_TEST_UNSET"); err != nil {
+		t.Fatalf("regular file within the limit, empty and unset variables: %v", err)
+	}
+	if err := CheckEnvFiles(4, "KX_TEST_A"); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "KX_TEST_A "+ok) {
+		t.Fatalf("over the limit: %v, want ErrTooLarge naming KX_TEST_A and the path", err)
+	}
+	if err := CheckEnvFiles(5, "KX_TEST_A", "KX_TEST_C"); err == nil || err.Error() != "KX_TEST_C /dev/zero: not a regular file (a character device)" {
+		t.Fatalf("a device: %v", err)
+	}
+}

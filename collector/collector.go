@@ -209,7 +209,7 @@ func (c *Config) read() *Snapshot {
 	start := time.Now()
 	c.lastStart.Store(start.UnixNano())
 	now := c.clock().Sub(c.base)
-	snap := &Snapshot{Config: c.name, Families: make([]*Family, len(c.metrics))}
+	snap := &Snapshot{Config: c.name, Families: make([]*Family, len(c.metrics)), Start: c.base, Time: start}
 	entries, series := 0, 0
 	for _, rd := range c.reads {
 		ms := c.metrics[rd.first : rd.first+rd.n]

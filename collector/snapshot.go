@@ -2,6 +2,7 @@ package collector
 
 import (
 	"math"
+	"time"
 )
 
 // Snapshot is the result of one read of a config's maps: a family per
@@ -15,6 +16,13 @@ import (
 type Snapshot struct {
 	Config   string // the config's name
 	Families []*Family
+	// Start is when the config's collector was bound to its freshly
+	// loaded maps (collector.New): the time its counters and histograms
+	// started from zero. A reload binds a new collector, so a new Start.
+	Start time.Time
+	// Time is when the read began. Both are zero in snapshots built by
+	// hand (NewFamily's callers).
+	Time time.Time
 }
 
 // Kind is a family's metric type.

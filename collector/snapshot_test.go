@@ -4,6 +4,9 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
 )
 
 // TestNativeLayout checks which bucket bounds map onto a schema 0 native
@@ -39,5 +42,22 @@ func TestNativeLayout(t *testing.T) {
 		case l != nil && (l.Schema != 0 || l.ZeroThreshold != tc.zero || !slices.Equal(l.Index[1:], tc.index[1:])):
 			t.Errorf("%s: layout %+v, want zero threshold %v, index %v", tc.name, l, tc.zero, tc.index)
 		}
+	}
+}
+
+// TestSnapshotTimes checks that a read's snapshot carries the collector's
+// bind time (its counters' start) and the read's time.
+func TestSnapshotTimes(t *testing.T) {
+	before := time.Now()
+	c, _ := fixture(t, counterYAML, &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: 64})
+	time.Sleep(10 * time.Millisecond)
+	mid := time.Now()
+	s1 := c.Read()
+	s2 := c.Read()
+	if s1.Start.Before(before) || s1.Start.After(mid) || !s2.Start.Equal(s1.Start) {
+		t.Errorf("start %v, %v: want one time between %v and %v", s1.Start, s2.Start, before, mid)
+	}
+	if s1.Time.Before(mid) || s2.Time.Before(s1.Time) {
+		t.Errorf("read times %v, %v: want after %v, in order", s1.Time, s2.Time, mid)
 	}
 }

@@ -141,20 +141,11 @@ const maxTLSFile = bounded.MaxConfig
 // will read: regular files (not a FIFO or device) of at most maxTLSFile
 // bytes. The error names the variable and the path, never the content.
 func checkTLSFiles() error {
+	var vars []string
 	for _, v := range []string{"CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"} {
-		for _, env := range []string{"OTEL_EXPORTER_OTLP_TRACES_" + v, "OTEL_EXPORTER_OTLP_" + v} {
-			path := os.Getenv(env)
-			if path == "" {
-				continue
-			}
-			f, _, err := bounded.OpenLimit(path, env, maxTLSFile)
-			if err != nil {
-				return err // names env and path
-			}
-			f.Close()
-		}
+		vars = append(vars, "OTEL_EXPORTER_OTLP_TRACES_"+v, "OTEL_EXPORTER_OTLP_"+v)
 	}
-	return nil
+	return bounded.CheckEnvFiles(maxTLSFile, vars...)
 }
 
 // exportError logs a failed export, at most once a minute.

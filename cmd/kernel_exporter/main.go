@@ -32,6 +32,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/dump"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/exposition/otlp"
 	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/privsep"
@@ -79,6 +80,9 @@ func run() int {
 		kubeConfig  = app.Flag("kube.kubeconfig", "Kubeconfig file of the Kubernetes API for the kube_* decoders. Default: the in-cluster service account when KUBERNETES_SERVICE_HOST is set, else no API access (pods are labelled by UID, containers by id).").String()
 		kubeCache   = app.Flag("kube.cache-size", fmt.Sprintf("Pods the kube_* decoders keep names of: this many live and this many deleted ones, 1 to %d.", kube.MaxCacheSize)).Default(strconv.Itoa(kube.DefaultCacheSize)).Int()
 		capsKeep    = app.Flag("capabilities.keep", "Capabilities to keep once every program is attached, besides CAP_BPF (which reading maps needs on kernels before 6.5): comma-separated names (cap_syslog, CAP_SYS_ADMIN, perfmon), \"none\", or \"all\" to drop nothing. Every other capability is dropped from all sets and no_new_privs is set.").Default("none").String()
+		otlpOn      = app.Flag("otlp.metrics", "Also push every metric served on /metrics (the exporter's own included) over OTLP, to the endpoint, protocol (grpc or http/protobuf), headers and TLS of the OTEL_EXPORTER_OTLP_* variables (docs/otlp.md). Serve only.").Bool()
+		otlpEvery   = app.Flag("otlp.metrics.interval", fmt.Sprintf("Time between OTLP pushes, %v to %v.", otlp.MinInterval, otlp.MaxInterval)).Default(otlp.DefaultInterval.String()).Duration()
+		otlpTimeout = app.Flag("otlp.metrics.timeout", "Time one OTLP push may take, all its requests together; at most the interval.").Default(otlp.DefaultTimeout.String()).Duration()
 		webFlags    = kingpinflag.AddFlags(app, DefaultAddress)
 	)
 	logCfg := &promslog.Config{}
@@ -190,6 +194,16 @@ func run() int {
 		log.Error("bad flags", "err", fmt.Sprintf("--config.max-series %d: must be 1 to %d", *maxSeries, config.MaxMaxSeries))
 		return 2
 	}
+	if *otlpOn {
+		err := otlp.CheckOptions(*otlpEvery, *otlpTimeout)
+		if err == nil && (dumping || terminal || *check) {
+			err = errors.New("--otlp.metrics applies to serve only")
+		}
+		if err != nil {
+			log.Error("bad flags", "err", err)
+			return 2
+		}
+	}
 	if *kubeCache < 1 || *kubeCache > kube.MaxCacheSize {
 		log.Error("bad flags", "err", fmt.Sprintf("--kube.cache-size %d: must be 1 to %d", *kubeCache, kube.MaxCacheSize))
 		return 2
@@ -277,6 +291,15 @@ func run() int {
 		exp.Registry.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 	exp.Registry.MustRegister(versioncollector.NewCollector("kernel_exporter"))
+	if *otlpOn {
+		p, err := otlp.New(ctx, exp.Status, exp.Registry, otlp.Options{Interval: *otlpEvery, Timeout: *otlpTimeout,
+			Version: version.Version, Registerer: exp.Registry, Logger: log})
+		if err != nil {
+			log.Error("bad flags", "err", fmt.Errorf("--otlp.metrics: %w", err))
+			return 2
+		}
+		go p.Run(ctx)
+	}
 	if err := web.CheckConfigFile(*webFlags.WebConfigFile); err != nil {
 		log.Error("bad flags", "err", err)
 		return 2

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -39,16 +40,31 @@ func StartProc(name, logPath, bin string, args ...string) (*Proc, error) {
 	cmd.Stdout = f
 	cmd.Stderr = f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("testbin: start %s: %w", name, err)
-	}
 	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		// Pdeathsig fires when the OS thread that started the child
+		// ends, not the test process: the Go runtime ends the thread of
+		// a goroutine that exits while locked to it (integration's
+		// inNetns does so), and any goroutine may have been on the thread
+		// that ran Start. The child is started and waited for from this
+		// goroutine, locked to its thread until the child has exited, so
+		// that no other goroutine ever runs on that thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			f.Close()
+			started <- fmt.Errorf("testbin: start %s: %w", name, err)
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
