@@ -3,6 +3,8 @@
 // regexps, so that a BPF program can count only those cgroups (an allow
 // list: runqlat_cgroup looks the woken task's cgroup up in it).
 //
+// The map may be a HASH or an LRU_HASH; each key's value is 1.
+//
 // The model: the map's keys should equal the set of matching cgroups that
 // exist. A Filler walks the cgroup2 hierarchy once at Start (synchronously,
 // so the map is filled before the config is served) and then every
@@ -23,6 +25,7 @@ package cgroupmap
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,7 +75,7 @@ type Filler struct {
 	m     Map
 	opts  Options
 	log   *slog.Logger
-	value []byte // zeros, the map's value size
+	value []byte // the map's value size: 1 (see oneValue)
 
 	mu       sync.Mutex
 	keys     map[uint64]struct{} // ids in the map
@@ -111,13 +114,14 @@ func Start(spec *config.CgroupIDMap, m *ebpf.Map, opts Options) (*Filler, error)
 }
 
 // Check returns an error naming the map when m is not what a cgroup_id_map
-// of type hash needs: a BPF_MAP_TYPE_HASH with an 8-byte key.
+// of type hash needs: a BPF_MAP_TYPE_HASH or BPF_MAP_TYPE_LRU_HASH (as
+// ebpf_exporter's cgroup_id_map example declares it) with an 8-byte key.
 func Check(spec *config.CgroupIDMap, m *ebpf.Map) error {
 	if m == nil {
 		return fmt.Errorf("cgroup_id_map: map %s not found in the object", spec.Name)
 	}
-	if m.Type() != ebpf.Hash {
-		return fmt.Errorf("cgroup_id_map: map %s is a %v, want a hash (type: hash)", spec.Name, m.Type())
+	if t := m.Type(); t != ebpf.Hash && t != ebpf.LRUHash {
+		return fmt.Errorf("cgroup_id_map: map %s is a %v, want a hash or an LRU hash (type: hash)", spec.Name, t)
 	}
 	if m.KeySize() != 8 {
 		return fmt.Errorf("cgroup_id_map: map %s has a %d-byte key, want 8 (a u64 cgroup id)", spec.Name, m.KeySize())
@@ -151,7 +155,7 @@ func start(spec *config.CgroupIDMap, m Map, existing []uint64, opts Options) (*F
 		m:     m,
 		opts:  opts,
 		log:   opts.Logger.With("config", opts.Config, "map", spec.Name),
-		value: make([]byte, m.ValueSize()),
+		value: oneValue(m.ValueSize()),
 		keys:  map[uint64]struct{}{},
 		done:  make(chan struct{}),
 	}
@@ -264,6 +268,24 @@ func (f *Filler) Refresh() error {
 		return fmt.Errorf("cgroup_id_map %s: %d update(s) failed, first: %w", f.spec.Name, len(errs), errs[0])
 	}
 	return nil
+}
+
+// oneValue is the value written for each cgroup: the integer 1 in native
+// byte order when the value is 1, 2, 4 or 8 bytes wide (ebpf_exporter
+// writes a u64 1, and a program may read the value), else zeros.
+func oneValue(size uint32) []byte {
+	v := make([]byte, size)
+	switch size {
+	case 1:
+		v[0] = 1
+	case 2:
+		binary.NativeEndian.PutUint16(v, 1)
+	case 4:
+		binary.NativeEndian.PutUint32(v, 1)
+	case 8:
+		binary.NativeEndian.PutUint64(v, 1)
+	}
+	return v
 }
 
 func (f *Filler) match(path []byte) bool {

@@ -1,6 +1,7 @@
 package cgroupmap
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,5 +285,51 @@ func BenchmarkRefresh(b *testing.B) {
 		if err := f.Refresh(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCheckMapTypes: a cgroup_id_map may be a hash or an LRU hash (the
+// map type of ebpf_exporter's cgroup_id_map example), with 8-byte keys;
+// other types and key sizes are refused naming the map. Needs root.
+func TestCheckMapTypes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("creating BPF maps needs root")
+	}
+	for _, tc := range []struct {
+		typ     ebpf.MapType
+		keySize uint32
+		ok      bool
+	}{
+		{ebpf.Hash, 8, true},
+		{ebpf.LRUHash, 8, true},
+		{ebpf.Array, 4, false},
+		{ebpf.PerCPUHash, 8, false},
+		{ebpf.Hash, 4, false},
+	} {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Type: tc.typ, KeySize: tc.keySize, ValueSize: 8, MaxEntries: 4})
+		if err != nil {
+			t.Fatalf("create %v map: %v", tc.typ, err)
+		}
+		err = Check(&config.CgroupIDMap{Name: "ids"}, m)
+		m.Close()
+		if (err == nil) != tc.ok {
+			t.Errorf("Check(%v, %d-byte key) = %v, want ok %v", tc.typ, tc.keySize, err, tc.ok)
+		} else if err != nil && !strings.Contains(err.Error(), "map ids") {
+			t.Errorf("Check(%v, %d-byte key) = %q, want the map named", tc.typ, tc.keySize, err)
+		}
+	}
+}
+
+// TestOneValue: each key's value is the integer 1 of the value's width,
+// as ebpf_exporter writes a u64 1.
+func TestOneValue(t *testing.T) {
+	if v := oneValue(8); binary.NativeEndian.Uint64(v) != 1 {
+		t.Errorf("oneValue(8) = %x, want a native-endian 1", v)
+	}
+	if v := oneValue(1); v[0] != 1 {
+		t.Errorf("oneValue(1) = %x, want 01", v)
+	}
+	if v := oneValue(3); !slices.Equal(v, []byte{0, 0, 0}) {
+		t.Errorf("oneValue(3) = %x, want zeros", v)
 	}
 }
