@@ -28,11 +28,12 @@ import (
 // compatSrc holds the suite's programs and configs.
 const compatSrc = "integration/testdata/compat"
 
-// startCompat builds testdata/compat/<name> and starts the exporter with
-// it alone under --compat.ebpf-exporter, failing unless the config is up.
-func startCompat(t *testing.T, name string) *Exporter {
+// startCompat builds testdata/compat/<name> (with the compiler flags
+// cflags) and starts the exporter with it alone under
+// --compat.ebpf-exporter, failing unless the config is up.
+func startCompat(t *testing.T, name string, cflags ...string) *Exporter {
 	t.Helper()
-	dir := buildConfigDir(t, compatSrc, name)
+	dir := buildConfigDir(t, compatSrc, name, cflags...)
 	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names="+name, "--compat.ebpf-exporter")
 	if !compatUp(e.Scrape(), name) {
 		t.Fatalf("config %s is not up\n%s", name, e.Logs())

@@ -53,12 +53,13 @@ func buildExample(t *testing.T, name string) string {
 }
 
 // buildConfigDir is buildExample for the program <name> in the
-// repository directory src (such as integration/testdata/compat). It
-// fails the test when the config uses keys ebpf_exporter v2 does not know.
-func buildConfigDir(t *testing.T, src, name string) string {
+// repository directory src (such as integration/testdata/compat), compiled
+// with the extra compiler flags cflags. It fails the test when the config
+// uses keys ebpf_exporter v2 does not know.
+func buildConfigDir(t *testing.T, src, name string, cflags ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	compileBPF(t, filepath.Join(src, name+".bpf.c"), filepath.Join(dir, name+".bpf.o"))
+	compileBPF(t, filepath.Join(src, name+".bpf.c"), filepath.Join(dir, name+".bpf.o"), cflags...)
 	y, err := os.ReadFile(filepath.Join(repoRoot, src, name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
