@@ -27,7 +27,7 @@ BPF_DIR     := programs
 BPF_INCLUDE := include
 BPF_BUILD   := tools/bpf-build.sh
 
-BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c integration/testdata/fallback/*.bpf.c))
+BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c))
 BPF_OBJS    := $(BPF_SRCS:.bpf.c=.bpf.o)
 BPF_HEADERS := $(sort $(wildcard $(BPF_INCLUDE)/*.h $(BPF_INCLUDE)/*/*.h))
 
@@ -114,7 +114,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=make \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server
+TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal
 # QEMU without its recommended packages (GUI libraries): the matrix runs headless.
 QEMU_DEBS := qemu-system-x86
 

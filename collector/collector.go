@@ -69,13 +69,17 @@ type metric struct {
 	// buffer of per_cpu: label (the CPU number, then the map key).
 	ncpu, cpuSize int
 	cpuKey        []byte
+
+	// perf is the record table of a perf_event_array counter (else nil);
+	// see perfarray.go.
+	perf *perfTable
 }
 
 // mapRead is one map's read: the metrics that read it (several for a
 // struct value), Config.metrics[first:first+n], which the plan keeps
 // next to each other.
 type mapRead struct {
-	reader   *mapReader
+	reader   entrySource // a *mapReader, or a perf_event_array counter's *perfTable
 	first, n int
 }
 
@@ -98,17 +102,29 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 	for _, mp := range plan.Metrics {
 		m := coll.Maps[mp.MapName]
 		if m == nil {
+			c.Close()
 			return nil, errors.New("map " + mp.MapName + " missing after load")
+		}
+		if mp.Perf {
+			met, err := c.newPerfMetric(mp, m, lim)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.reads = append(c.reads, mapRead{reader: met.perf, first: len(c.metrics), n: 1})
+			c.metrics = append(c.metrics, met)
+			continue
 		}
 		// The metrics of a struct value share their map's reader, and
 		// one read of the map serves them all.
 		var r *mapReader
 		if n := len(c.reads); n > 0 && c.metrics[c.reads[n-1].first].MapName == mp.MapName {
-			r = c.reads[n-1].reader
+			r = c.reads[n-1].reader.(*mapReader)
 			c.reads[n-1].n++
 		} else {
 			var err error
 			if r, err = newMapReader(m, mp.PerCPU); err != nil {
+				c.Close()
 				return nil, err
 			}
 			c.reads = append(c.reads, mapRead{reader: r, first: len(c.metrics), n: 1})
@@ -138,6 +154,7 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 	}
 	var err error
 	if c.maps, c.updateErrs, err = newMapHealth(coll, c.metrics); err != nil {
+		c.Close()
 		return nil, err
 	}
 	c.counted = make([]int, len(c.metrics))
@@ -214,6 +231,12 @@ func (c *Config) read() *Snapshot {
 			})
 		}
 		entries += n
+		if m := ms[0]; m.perf != nil && err == nil {
+			if k := m.perf.overflow(); k > 0 {
+				m.rs.overflowSeries().value += k
+				m.rs.dropped++
+			}
+		}
 		for j, m := range ms {
 			i := rd.first + j
 			f := &Family{Name: m.Name, Help: m.Help, Kind: m.Kind, LabelNames: m.rs.names}

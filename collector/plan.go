@@ -75,6 +75,12 @@ type MetricPlan struct {
 	// Histogram only: the bucket field, slot → bucket index, and bounds.
 	BucketOff, BucketSize int
 	Buckets               Buckets
+
+	// Perf: the map is a perf event array whose records, laid out as
+	// Labels over KeySize bytes, each count 1 (perfarray.go); the
+	// series reset every Flush.
+	Perf  bool
+	Flush time.Duration
 }
 
 // LabelPlan is one label: the key bytes [Off, Off+Size) and its decoders.
@@ -101,6 +107,14 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 	p := &Plan{Config: cfg, spec: spec, stacks: map[string]*ebpf.Map{}}
 	for i, c := range cfg.Metrics.Counters {
 		path := fmt.Sprintf("metrics.counters[%d]", i)
+		if c.PerfEventArray {
+			mp, err := p.compilePerf(path, &c, env)
+			if err != nil {
+				return nil, err
+			}
+			p.Metrics = append(p.Metrics, mp)
+			continue
+		}
 		cLabels, perCPU := p.referenceCPULabel(c.Name, c.Labels, c.PerCPU)
 		labels, inferred, err := p.resolveLabels(path, c.Name, cLabels, false)
 		if err != nil {
@@ -243,8 +257,25 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 		PerCPU:    isPerCPU(ms.Type),
 	}
 	if !readable(ms.Type) {
+		if ms.Type == ebpf.PerfEventArray {
+			return nil, cfg.Errorf(path+".name", "map %s is a perf event array: set perf_event_array: true to count its records", config.Quote(name))
+		}
 		return nil, cfg.Errorf(path+".name", "map %s has type %s, want a hash or array map", config.Quote(name), ms.Type)
 	}
+	off, err := p.compileLabels(path, mp, labels, env)
+	if err != nil {
+		return nil, err
+	}
+	if checkSize && off != mp.KeySize {
+		return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %s has %d-byte keys", off, config.Quote(name), mp.KeySize)
+	}
+	return mp, nil
+}
+
+// compileLabels builds mp.Labels from labels laid out over mp.KeySize
+// bytes, and returns the offset after the last one.
+func (p *Plan) compileLabels(path string, mp *MetricPlan, labels []config.Label, env *decoder.Env) (int, error) {
+	cfg := p.Config
 	off := 0
 	for i, l := range labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
@@ -254,29 +285,26 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 			// by config, checked again for configs built in code.
 			j := slices.IndexFunc(labels[:i], func(e config.Label) bool { return e.Name == l.Of && e.Of == "" })
 			if j < 0 || l.Size != 0 || l.Padding != 0 {
-				return nil, cfg.Errorf(lp+".of", "no earlier label %s with bytes of its own, or size or padding set", config.Quote(l.Of))
+				return 0, cfg.Errorf(lp+".of", "no earlier label %s with bytes of its own, or size or padding set", config.Quote(l.Of))
 			}
 			at, size = mp.Labels[j].Off, mp.Labels[j].Size
 		} else if err := checkLabel(cfg, lp, l, off, mp.KeySize); err != nil {
-			return nil, err
+			return 0, err
 		}
 		chain, err := env.NewChain(l.Decoders, size, p.stackReader)
 		if err != nil {
 			var ce *decoder.ChainError
 			if errors.As(err, &ce) {
-				return nil, cfg.Errorf(fmt.Sprintf("%s.decoders[%d].name", lp, ce.Index), "%s", config.Sanitize(ce.Err.Error()))
+				return 0, cfg.Errorf(fmt.Sprintf("%s.decoders[%d].name", lp, ce.Index), "%s", config.Sanitize(ce.Err.Error()))
 			}
-			return nil, cfg.Errorf(lp+".decoders", "%s", config.Sanitize(err.Error()))
+			return 0, cfg.Errorf(lp+".decoders", "%s", config.Sanitize(err.Error()))
 		}
 		mp.Labels = append(mp.Labels, LabelPlan{Name: l.Name, Off: at, Size: size, Chain: chain})
 		// checkLabel bounds size and padding and off+size <= KeySize, so
 		// this stays far from overflowing.
 		off += l.Size + l.Padding
 	}
-	if checkSize && off != mp.KeySize {
-		return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %s has %d-byte keys", off, config.Quote(name), mp.KeySize)
-	}
-	return mp, nil
+	return off, nil
 }
 
 // mapNames lists the object's maps for an error, as config.Quote shows

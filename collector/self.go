@@ -22,6 +22,8 @@ var (
 		"Map entries whose series was over the metric's max_series, added to its overflow series (every label "+OverflowValue+"), summed over reads.", []string{"config", "metric"}, nil)
 	seriesExpiredDesc = prometheus.NewDesc(selfNamespace+"_series_expired_total",
 		"Series (label sets) whose map keys were all idle for the metric's ttl and were deleted from the map; only metrics with a ttl have it.", []string{"config", "metric"}, nil)
+	perfDroppedDesc = prometheus.NewDesc(selfNamespace+"_perf_event_array_dropped_total",
+		"Records of a perf_event_array counter not counted: reason lost, the kernel found the CPU's ring buffer full; short, the record was shorter than the metric's labels.", []string{"config", "metric", "reason"}, nil)
 )
 
 // collectSelf sends the config's scrape self-metrics. Decoder errors have
@@ -39,6 +41,11 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(seriesOverflowDesc, prometheus.CounterValue,
 			float64(m.overflowed.Load()), c.name, m.Name)
+		if m.perf != nil {
+			lost, short := m.perf.dropped()
+			ch <- prometheus.MustNewConstMetric(perfDroppedDesc, prometheus.CounterValue, float64(lost), c.name, m.Name, "lost")
+			ch <- prometheus.MustNewConstMetric(perfDroppedDesc, prometheus.CounterValue, float64(short), c.name, m.Name, "short")
+		}
 		if m.exp != nil {
 			ch <- prometheus.MustNewConstMetric(seriesExpiredDesc, prometheus.CounterValue,
 				float64(m.expired.Load()), c.name, m.Name)

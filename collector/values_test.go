@@ -185,7 +185,7 @@ func TestStructValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, iterate := range []bool{false, true} {
-		c.reads[0].reader.noBatch = iterate
+		c.reads[0].reader.(*mapReader).noBatch = iterate
 		s := c.Read()
 		wantValues(t, family(t, s, "kernel_flow_bytes_total"), map[string]float64{"port=80": 1500, "port=443": 64})
 		wantValues(t, family(t, s, "kernel_flow_packets_total"), map[string]float64{"port=80": 3, "port=443": 1})
@@ -221,7 +221,7 @@ func TestStructValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, iterate := range []bool{false, true} {
-			c.reads[0].reader.noBatch = iterate
+			c.reads[0].reader.(*mapReader).noBatch = iterate
 			s := c.Read()
 			if mode == "sum" {
 				wantValues(t, family(t, s, "kernel_flow_bytes_total"), map[string]float64{"port=80": sumBytes})

@@ -111,8 +111,13 @@ type Counter struct {
 	// Values and PerCPU: see values.go.
 	Values []Value `yaml:"values"`
 	PerCPU PerCPU  `yaml:"per_cpu"`
-	// PerfEventArray and FlushInterval are ebpf_exporter keys for perf
-	// buffers; they are rejected with a clear error.
+	// PerfEventArray says that Name is a BPF_MAP_TYPE_PERF_EVENT_ARRAY
+	// map: each record a program writes to it with bpf_perf_event_output
+	// is decoded with Labels (laid out as a map key would be) and adds 1
+	// to its label set (see collector/perfarray.go). FlushInterval, a Go
+	// duration (MinFlushInterval to MaxFlushInterval, empty:
+	// DefaultFlushInterval), resets every series of such a counter that
+	// often, as ebpf_exporter does.
 	PerfEventArray bool   `yaml:"perf_event_array"`
 	FlushInterval  string `yaml:"flush_interval"`
 }

@@ -96,8 +96,8 @@ func (c *Config) validate() error {
 		if err := c.validateValues(path, m.Name, m.Values, m.PerCPU, m.Labels, m.TTL, checkName); err != nil {
 			return err
 		}
-		if m.PerfEventArray {
-			return c.Errorf(path+".perf_event_array", "perf event arrays are not supported; keep counts in a map")
+		if err := c.validatePerfEventArray(path, &m); err != nil {
+			return err
 		}
 		if err := c.checkMaxSeries(path, m.MaxSeries); err != nil {
 			return err

@@ -26,6 +26,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
+	"github.com/kernel-exporter/kernel_exporter/selfprobe"
 )
 
 // Source names one config: bundled (Dir empty) or <Dir>/<Name>.yaml.
@@ -377,10 +378,15 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 		// Load left nothing loaded: obj only reports the programs.
 		return nil, nil, nil, fmt.Errorf("%s: %w", cfg.Object, err)
 	}
+	// Programs on uprobe//proc/self/exe:post_attach_mark run now, in this
+	// thread, and so fill their maps before the config's first read.
+	selfprobe.Mark()
 	c, err := collector.New(plan, obj.Collection, collector.Limits{CacheSize: opts.CacheSize, MaxSeries: opts.MaxSeries})
 	if err != nil {
 		return obj, nil, nil, err
 	}
+	// perf_event_array readers end with the object, whichever path closes it.
+	obj.OnClose(c.Close)
 	if err := e.startCgroupIDMap(cfg, obj); err != nil {
 		return obj, nil, nil, err
 	}

@@ -2,12 +2,9 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,17 +76,7 @@ func kubeOOMKill(t *testing.T, e *Exporter, uid, id string) (Metrics, string) {
 	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", "kubeoom")); v != 1 {
 		t.Fatalf("config_up{config=kubeoom} = %v, want 1\n%s", v, e.Logs())
 	}
-	out, err := runChild(t, "alloc", "256", cg.Procs)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child in %s ended with %v, want killed by SIGKILL\n%s", cg.V2Path, err, out)
-	}
-	var after Metrics
-	Eventually(t, 5*time.Second, func() bool {
-		after = e.Scrape()
-		return after.Value(metric, L("cgroup", cg.V2Path)) >= 1
-	}, "no %s{cgroup=%q} after the child was OOM-killed\n%s", metric, cg.V2Path, e.Logs())
-	return after, cg.V2Path
+	return oomKill(t, e, cg, metric, 5*time.Second), cg.V2Path
 }
 
 // TestKubeLabelsFallback runs the kubeoom config without API access: the

@@ -56,26 +56,9 @@ func TestUSDT(t *testing.T) {
 			buildProbeBPF(t, "usdt", dir, "usdt")
 			writeProbeConfig(t, dir, "usdt", usdtConfig("usdt", bin))
 
-			before := startProbeTarget(t, bin, n)
-			if before.ReadySema != 0 {
-				t.Fatalf("semaphore %d before any attachment, want 0", before.ReadySema)
-			}
-			e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=usdt")
-			ms := e.Scrape()
-			if v := ms.Value("kernel_exporter_config_up", L("config", "usdt")); v != 1 {
-				t.Fatalf("usdt config down\n%s", e.Logs())
-			}
-			// A process started after the attachment sees the semaphore
-			// raised too (the kernel updates it when the file is mapped).
-			after := startProbeTarget(t, bin, n)
-			if after.ReadySema != 1 {
-				t.Errorf("semaphore %d in a process started after attaching, want 1", after.ReadySema)
-			}
-			if s := before.run(); s != 1 {
-				t.Errorf("semaphore %d in a process started before attaching, want 1", s)
-			}
+			e, after := startWithSemaphore(t, dir, "usdt", bin, n)
 
-			ms = e.Scrape()
+			ms := e.Scrape()
 			v := func(what string) float64 { return ms.Value("usdt_usdt_values_total", L("what", what)) }
 			var sumI, sumLow float64
 			for i := 1; i <= n; i++ {
@@ -99,12 +82,7 @@ func TestUSDT(t *testing.T) {
 				opt, v("args_fired"), v("args_i"), v("args_neg"), v("args_low"), v("consts_fired"), v("global_value"), v("gated_fired"))
 
 			// Detaching lowers the semaphore again: the probe stops firing.
-			if err := e.Stop(); err != nil {
-				t.Errorf("exporter exit: %v", err)
-			}
-			if s := after.run(); s != 0 {
-				t.Errorf("semaphore %d after the exporter stopped, want 0", s)
-			}
+			stopLowersSemaphore(t, e, after)
 		})
 	}
 }

@@ -61,10 +61,20 @@ func buildProbeBPF(t *testing.T, src, dir, name string) {
 // dir/ke_target with optimization opt ("-O0", "-O2").
 func buildProbeTarget(t *testing.T, dir, opt string) string {
 	t.Helper()
+	return buildProbeProgram(t, dir, "ke_target", opt, "target.c", "target_gated.c")
+}
+
+// buildProbeProgram compiles the C files srcs of testdata/probes into
+// dir/name with optimization opt, and returns its path.
+func buildProbeProgram(t *testing.T, dir, name, opt string, srcs ...string) string {
+	t.Helper()
 	cc := probeNeedTool(t, "C compiler for the traced program", "gcc", "cc", "clang-19")
-	out := filepath.Join(dir, "ke_target")
-	src := filepath.Join(repoRoot, "integration", "testdata", "probes")
-	cmd := exec.Command(cc, opt, "-Wall", "-o", out, filepath.Join(src, "target.c"), filepath.Join(src, "target_gated.c"))
+	out := filepath.Join(dir, name)
+	args := []string{opt, "-Wall", "-o", out}
+	for _, s := range srcs {
+		args = append(args, filepath.Join(repoRoot, "integration", "testdata", "probes", s))
+	}
+	cmd := exec.Command(cc, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s(<sys/sdt.h> is in Debian's systemtap-sdt-dev)", cmd, err, b)
 	}
@@ -197,4 +207,42 @@ func (tg *probeTarget) run() int {
 		tg.t.Fatal(err)
 	}
 	return tg.expect("done")
+}
+
+// startWithSemaphore starts the exporter with config from dir, whose USDT
+// probes in bin have a semaphore, and checks that the attachment raised
+// it: a "calls n" process of bin started before the exporter sees 0 at
+// first and 1 once attached (it is run: its probes fire n times), and one
+// started after (the kernel updates the semaphore when the file is mapped)
+// sees 1; that one is returned ready, not run.
+func startWithSemaphore(t *testing.T, dir, config, bin string, n int) (*Exporter, *probeTarget) {
+	t.Helper()
+	before := startProbeTarget(t, bin, n)
+	if before.ReadySema != 0 {
+		t.Fatalf("semaphore %d before any attachment, want 0", before.ReadySema)
+	}
+	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names="+config)
+	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", config)); v != 1 {
+		t.Fatalf("%s config down\n%s", config, e.Logs())
+	}
+	after := startProbeTarget(t, bin, n)
+	if after.ReadySema != 1 {
+		t.Errorf("semaphore %d in a process started after attaching, want 1", after.ReadySema)
+	}
+	if s := before.run(); s != 1 {
+		t.Errorf("semaphore %d in a process started before attaching, want 1", s)
+	}
+	return e, after
+}
+
+// stopLowersSemaphore stops the exporter and checks that detaching lowered
+// the semaphore again: after runs with it at 0 (its probes do not fire).
+func stopLowersSemaphore(t *testing.T, e *Exporter, after *probeTarget) {
+	t.Helper()
+	if err := e.Stop(); err != nil {
+		t.Errorf("exporter exit: %v", err)
+	}
+	if s := after.run(); s != 0 {
+		t.Errorf("semaphore %d after the exporter stopped, want 0", s)
+	}
 }

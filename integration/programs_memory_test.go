@@ -1,12 +1,9 @@
 package integration
 
 import (
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -24,19 +21,7 @@ func TestProgramOOMKill(t *testing.T) {
 		t.Fatalf("config_up{config=oomkill} = %v, want 1\n%s", v, e.Logs())
 	}
 
-	out, err := runChild(t, "alloc", "256", cg.Procs)
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child in %s (limit in %s) ended with %v, want killed by SIGKILL\n%s", cg.V2Path, cg.LimitFile, err, out)
-	}
-
-	// The label is resolved from the cgroup id at scrape time; the cgroup
-	// still exists (it is removed at cleanup).
-	var after Metrics
-	Eventually(t, 5*time.Second, func() bool {
-		after = e.Scrape()
-		return after.Value(metric, L("cgroup", cg.V2Path)) >= 1
-	}, "no %s{cgroup=%q} after the child was OOM-killed", metric, cg.V2Path)
+	after := oomKill(t, e, cg, metric, 5*time.Second)
 	if v := after.Value(metric, L("cgroup", cg.V2Path)); v != 1 {
 		t.Errorf("%s{cgroup=%q} = %v, want exactly 1\n%s", metric, cg.V2Path, v, after.seriesDump(metric))
 	}

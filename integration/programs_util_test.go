@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -397,6 +398,27 @@ func ownCgroup(t *testing.T, controller string) string {
 	}
 	t.Fatalf("/proc/self/cgroup has no %q hierarchy:\n%s", controller, data)
 	return ""
+}
+
+// oomKill runs a child (childMain's "alloc" mode) that touches 256 MiB in
+// cg, fails the test unless the OOM killer killed it (SIGKILL), then waits
+// up to timeout for e's metric{cgroup=<cg's path>} to reach 1 and returns
+// that scrape. cg's limit must be well below 256 MiB.
+func oomKill(t *testing.T, e *Exporter, cg *memCgroup, metric string, timeout time.Duration) Metrics {
+	t.Helper()
+	out, err := runChild(t, "alloc", "256", cg.Procs)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child in %s (limit in %s) ended with %v, want killed by SIGKILL\n%s", cg.V2Path, cg.LimitFile, err, out)
+	}
+	// The label is resolved from the cgroup id at scrape time; the cgroup
+	// still exists (it is removed at cleanup).
+	var after Metrics
+	Eventually(t, timeout, func() bool {
+		after = e.Scrape()
+		return after.Value(metric, L("cgroup", cg.V2Path)) >= 1
+	}, "no %s{cgroup=%q} after the child was OOM-killed\n%s", metric, cg.V2Path, e.Logs())
+	return after
 }
 
 // memCgroup is a memory-limited cgroup made for one test.

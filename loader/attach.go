@@ -13,6 +13,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/selfprobe"
 )
 
 // ErrUnsupported marks attach types the running kernel lacks.
@@ -115,6 +117,9 @@ func attachUprobe(k, target string, prog *ebpf.Program) (link.Link, error) {
 		}
 		sym, offset = s, v
 	}
+	if path == selfprobe.Path && sym == selfprobe.Symbol {
+		return attachSelfProbe(k, target, offset, prog)
+	}
 	// A bare library name ("libc.so.6") is found as the dynamic loader
 	// finds it.
 	path, err := ResolveLibrary(path)
@@ -135,6 +140,30 @@ func attachUprobe(k, target string, prog *ebpf.Program) (link.Link, error) {
 		return tgt.ex.Uprobe(sym, prog, &opts)
 	}
 	return tgt.ex.Uretprobe(sym, prog, &opts)
+}
+
+// attachSelfProbe attaches a uprobe or uretprobe on
+// /proc/self/exe:post_attach_mark (ebpf_exporter's hook for initialising
+// maps after attach) to selfprobe.Mark, which the exporter calls after
+// attaching each config: found by its address in the running process
+// (selfprobe.Offset), so that stripped builds work too. offset must be 0.
+func attachSelfProbe(k, target string, offset uint64, prog *ebpf.Program) (link.Link, error) {
+	if offset != 0 {
+		return nil, fmt.Errorf("section %s/%s: no offset into %s", k, target, selfprobe.Symbol)
+	}
+	exe, off, err := selfprobe.Offset()
+	if err != nil {
+		return nil, fmt.Errorf("section %s/%s: %w", k, target, err)
+	}
+	tgt, err := openUprobeTarget(exe, "uprobe target")
+	if err != nil {
+		return nil, fmt.Errorf("section %s/%s: %w", k, target, err)
+	}
+	opts := link.UprobeOptions{Address: off}
+	if k == "uprobe" {
+		return tgt.ex.Uprobe(selfprobe.Symbol, prog, &opts)
+	}
+	return tgt.ex.Uretprobe(selfprobe.Symbol, prog, &opts)
 }
 
 func isPermission(err error) bool {

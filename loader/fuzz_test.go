@@ -35,6 +35,9 @@ const fuzzDeadline = 10 * time.Second
 // quotes nothing of a non-ELF input, and is short printable text.
 func FuzzParseObject(f *testing.F) {
 	objs, _ := filepath.Glob("../programs/*.bpf.o")
+	// The test objects: one is built with libbpf's usdt.bpf.h.
+	testObjs, _ := filepath.Glob("../integration/testdata/fallback/*.bpf.o")
+	objs = append(objs, testObjs...)
 	for _, o := range objs {
 		data, err := os.ReadFile(o)
 		if err != nil {
@@ -138,6 +141,10 @@ func fuzzParseObject(t *testing.T, data []byte) {
 	if err := checkProbeTargets(copied, cfg); err != nil {
 		checkErrText(t, "checkProbeTargets", err)
 	}
+	// libbpf's usdt.bpf.h: the spec layout from the object's BTF.
+	if _, err := prepareLibbpfUSDT(copied); err != nil {
+		checkErrText(t, "prepareLibbpfUSDT", err)
+	}
 	// kaddrs against a small kallsyms; the object's variables (if any) are
 	// set or refused, never indexed out of range.
 	for name, v := range copied.Variables {
@@ -187,6 +194,9 @@ func TestParseObjectLimits(t *testing.T) {
 		t.Errorf("malformed ELF: %v", err)
 	}
 	objs, _ := filepath.Glob("../programs/*.bpf.o")
+	// The test objects: one is built with libbpf's usdt.bpf.h.
+	testObjs, _ := filepath.Glob("../integration/testdata/fallback/*.bpf.o")
+	objs = append(objs, testObjs...)
 	if len(objs) == 0 {
 		t.Fatal("no objects in programs/")
 	}

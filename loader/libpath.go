@@ -99,3 +99,37 @@ func regularFile(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular()
 }
+
+// executableDirs are the directories a bare executable name of a usdt
+// section is looked up in, in order: the PATH of a root login on Debian
+// (libbpf searches the loading process's PATH, then /usr/bin and /usr/sbin;
+// the exporter's own environment says nothing about the traced programs).
+var executableDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// isLibraryName reports whether a bare name is a shared library's, as
+// libbpf tells them: it ends in ".so" or holds ".so.".
+func isLibraryName(name string) bool {
+	return strings.HasSuffix(name, ".so") || strings.Contains(name, ".so.")
+}
+
+// ResolveBinary returns the file of a USDT target as libbpf finds the
+// binary of a usdt/<binary>:<provider>:<name> section: a path (any name
+// with a slash) as is; a bare library name ("libc.so.6") with
+// ResolveLibrary; any other bare name ("python3") as the first regular
+// file with an execute bit of that name in executableDirs. The error names
+// the binary and the directories searched.
+func ResolveBinary(name string) (string, error) {
+	if !IsBareLibrary(name) || isLibraryName(name) {
+		return ResolveLibrary(name)
+	}
+	if name == "." || name == ".." || strings.IndexByte(name, 0) >= 0 {
+		return "", fmt.Errorf("binary %q: not a file name", name)
+	}
+	for _, d := range executableDirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("executable %s not found in %s", name, strings.Join(executableDirs, ", "))
+}

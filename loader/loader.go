@@ -12,6 +12,8 @@
 //	kprobe/<func>, kretprobe/<func>                   kprobe (CONFIG_KPROBES)
 //	uprobe/<path>:<symbol>[+<offset>], uretprobe/...  uprobe (path absolute, or a bare library
 //	                                                  name such as libc.so.6: see ResolveLibrary)
+//	uprobe//proc/self/exe:post_attach_mark            the exporter's own selfprobe.Mark, called
+//	                                                  after a config attaches (see package selfprobe)
 //	uprobe, uretprobe                                 uprobes listed under "uprobes" in the config
 //	usdt/<path>:<provider>:<name>, usdt               USDT probe sites (bare: "usdt" list)
 //	perf_event                                        per-CPU perf events ("perf_events" list)
@@ -100,6 +102,10 @@ func ParseObject(name string, data []byte) (spec *ebpf.CollectionSpec, err error
 			spec, err = nil, fmt.Errorf("parse BPF object %s: malformed object (the ELF/BTF parser panicked)", name)
 		}
 	}()
+	// Objects built with libbpf's usdt.bpf.h declare their maps __weak,
+	// which cilium/ebpf refuses, and hidden helpers that libbpf makes
+	// static: see usdt_libbpf.go.
+	data, hidden := libbpfObject(data)
 	spec, err = ebpf.LoadCollectionSpecFromReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("parse BPF object %s: %w", name, sanitizeParseError(err))
@@ -107,6 +113,7 @@ func ParseObject(name string, data []byte) (spec *ebpf.CollectionSpec, err error
 	if err := checkSpec(spec); err != nil {
 		return nil, fmt.Errorf("parse BPF object %s: %w", name, err)
 	}
+	staticHidden(spec, hidden)
 	return spec, nil
 }
 
@@ -278,6 +285,10 @@ func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object,
 	if err := setKaddrs(spec, cfg.Kaddrs); err != nil {
 		return nil, err
 	}
+	lu, err := prepareLibbpfUSDT(spec)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkProbeTargets(spec, cfg); err != nil {
 		return nil, err
 	}
@@ -293,7 +304,7 @@ func Load(spec *ebpf.CollectionSpec, cfg *config.Config, opts Options) (*Object,
 	if err != nil {
 		return nil, loadError(spec, err)
 	}
-	env := &attachEnv{cfg: cfg, coll: coll}
+	env := &attachEnv{cfg: cfg, coll: coll, libbpf: lu}
 	obj := &Object{Spec: spec, Collection: coll, env: env}
 	for _, name := range sortedPrograms(spec) {
 		ps := spec.Programs[name]

@@ -16,8 +16,11 @@ import (
 type attachEnv struct {
 	cfg  *config.Config
 	coll *ebpf.Collection
-	// nextSpec is the next free USDT spec id (index into ke_usdt_specs).
+	// nextSpec is the next free USDT spec id (index into ke_usdt_specs
+	// and libbpf's __bpf_usdt_specs).
 	nextSpec uint32
+	// libbpf is set for an object built with libbpf's usdt.bpf.h.
+	libbpf *libbpfUSDT
 }
 
 func (e *attachEnv) uprobes(prog string) []config.Uprobe {

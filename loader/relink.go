@@ -66,7 +66,7 @@ func (o *Object) Reattach(tp TracepointOpener) error {
 	if o.Collection == nil || o.env == nil {
 		return errors.New("object is not loaded")
 	}
-	env := &attachEnv{cfg: o.env.cfg, coll: o.env.coll}
+	env := &attachEnv{cfg: o.env.cfg, coll: o.env.coll, libbpf: o.env.libbpf}
 	for _, p := range o.Programs {
 		if p.link != nil {
 			return fmt.Errorf("program %s is attached already", p.Name)

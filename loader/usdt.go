@@ -90,62 +90,85 @@ func hostMachine() elf.Machine {
 	return elf.EM_NONE
 }
 
-// attachUSDTTarget attaches prog at each site of one probe, writing each
-// site's argument spec into specs (when not nil) under a fresh spec id that
-// becomes the attachment's cookie.
+// attachUSDTTarget attaches prog at each site of one probe. Each site gets
+// a fresh spec id, the attachment's cookie, under which its argument spec
+// is written into the object's ke_usdt_specs (specs, when not nil) and, for
+// an object built with libbpf's usdt.bpf.h, into __bpf_usdt_specs in
+// libbpf's layout. A bare binary name is resolved with ResolveBinary.
 func attachUSDTTarget(u config.USDT, prog *ebpf.Program, specs *ebpf.Map, env *attachEnv, ml *multiLink) error {
 	probe := u.Provider + ":" + u.Name
-	f, err := usdt.Open(u.Binary)
+	bin, err := ResolveBinary(u.Binary)
+	if err != nil {
+		return fmt.Errorf("usdt %s: %w", u.Binary, err)
+	}
+	f, err := usdt.Open(bin)
 	if err != nil {
 		return err
 	}
 	if f.Machine != hostMachine() {
-		return fmt.Errorf("usdt %s: binary is for %v, this machine is %s", u.Binary, f.Machine, runtime.GOARCH)
+		return fmt.Errorf("usdt %s: binary is for %v, this machine is %s", bin, f.Machine, runtime.GOARCH)
 	}
 	sites := f.Find(u.Provider, u.Name)
 	if len(sites) == 0 {
 		names := f.Names()
 		if len(names) == 0 {
-			return fmt.Errorf("usdt %s: no probe %s: the binary has no USDT probes (.note.stapsdt)", u.Binary, usdt.Token(u.Provider)+":"+usdt.Token(u.Name))
+			return fmt.Errorf("usdt %s: no probe %s: the binary has no USDT probes (.note.stapsdt)", bin, usdt.Token(u.Provider)+":"+usdt.Token(u.Name))
 		}
 		if len(names) > 20 {
 			names = append(names[:20], "...")
 		}
-		return fmt.Errorf("usdt %s: no probe %s (probes: %s)", u.Binary, usdt.Token(u.Provider)+":"+usdt.Token(u.Name), strings.Join(names, ", "))
+		return fmt.Errorf("usdt %s: no probe %s (probes: %s)", bin, usdt.Token(u.Provider)+":"+usdt.Token(u.Name), strings.Join(names, ", "))
 	}
 	// The file was opened and checked by usdt.Open; cilium/ebpf only
 	// stats it, and never opens it since every site has an Address.
-	ex, err := link.OpenExecutable(u.Binary)
+	ex, err := link.OpenExecutable(bin)
 	if err != nil {
-		return fmt.Errorf("usdt %s: %w", u.Binary, err)
+		return fmt.Errorf("usdt %s: %w", bin, err)
 	}
 	for _, site := range sites {
 		if site.Offset == 0 {
-			return fmt.Errorf("usdt %s %s: file offset 0 is not a valid probe address", u.Binary, site.String())
+			return fmt.Errorf("usdt %s %s: file offset 0 is not a valid probe address", bin, site.String())
 		}
 		opts := &link.UprobeOptions{Address: site.Offset, RefCtrOffset: site.SemaphoreOffset, PID: u.PID}
+		// The site's spec id: its index in the spec maps and, where the
+		// BPF side reads it so, the attachment's cookie.
+		var id uint32
+		var lu *libbpfUSDT
+		if env != nil {
+			id, lu = env.nextSpec, env.libbpf
+		}
+		useCookie := specs != nil
 		if specs != nil {
-			id := env.nextSpec
 			if id >= specs.MaxEntries() {
-				return fmt.Errorf("usdt %s %s: more than %d probe sites in this object (raise KE_USDT_MAX_SPECS)", u.Binary, probe, specs.MaxEntries())
+				return fmt.Errorf("usdt %s %s: more than %d probe sites in this object (raise KE_USDT_MAX_SPECS)", bin, probe, specs.MaxEntries())
 			}
 			spec, err := usdt.NewSpec(f.Machine, site.Args)
 			if err != nil {
-				return fmt.Errorf("usdt %s %s: %w", u.Binary, site.String(), err)
+				return fmt.Errorf("usdt %s %s: %w", bin, site.String(), err)
 			}
 			b, _ := spec.MarshalBinary()
 			if err := specs.Put(id, b); err != nil {
-				return fmt.Errorf("usdt %s %s: write argument spec: %w", u.Binary, site.String(), err)
+				return fmt.Errorf("usdt %s %s: write argument spec: %w", bin, site.String(), err)
 			}
+		}
+		if lu != nil {
+			if err := lu.libbpfSite(env, f, site, id); err != nil {
+				return fmt.Errorf("usdt %s %s: %w", bin, site.String(), err)
+			}
+			useCookie = useCookie || lu.cookie
+		}
+		if specs != nil || lu != nil {
 			env.nextSpec++
+		}
+		if useCookie {
 			opts.Cookie = uint64(id)
 		}
 		l, err := ex.Uprobe("", prog, opts)
 		if err != nil {
 			if errors.Is(err, link.ErrNotSupported) && opts.Cookie != 0 {
-				return fmt.Errorf("usdt %s %s: reading arguments needs BPF cookies (Linux 5.15+): %w", u.Binary, site.String(), err)
+				return fmt.Errorf("usdt %s %s: reading arguments needs BPF cookies (Linux 5.15+): %w", bin, site.String(), err)
 			}
-			return fmt.Errorf("usdt %s %s: %w", u.Binary, site.String(), err)
+			return fmt.Errorf("usdt %s %s: %w", bin, site.String(), err)
 		}
 		ml.add(l)
 	}

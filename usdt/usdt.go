@@ -80,7 +80,10 @@ type File struct {
 	// Machine is the ELF machine (elf.EM_X86_64, elf.EM_AARCH64, ...);
 	// argument operands are parsed in its assembler syntax.
 	Machine elf.Machine
-	Probes  []Probe
+	// Type is the ELF file type: elf.ET_EXEC for an executable at fixed
+	// addresses, elf.ET_DYN for a position-independent one or a library.
+	Type   elf.Type
+	Probes []Probe
 }
 
 // Limits of what NewFile takes from a file.
@@ -193,7 +196,7 @@ func NewFile(r io.ReaderAt) (uf *File, err error) {
 		return nil, err
 	}
 	defer f.Close()
-	uf = &File{Machine: f.Machine}
+	uf = &File{Machine: f.Machine, Type: f.Type}
 	sec := f.Section(".note.stapsdt")
 	if sec == nil {
 		return uf, nil
