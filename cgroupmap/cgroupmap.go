@@ -33,6 +33,7 @@
 package cgroupmap
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -87,6 +88,7 @@ type Filler struct {
 	opts  Options
 	log   *slog.Logger
 	value []byte // hash: the map's value, see hashValue
+	full  []byte // match's buffer
 
 	mu       sync.Mutex
 	keys     map[uint64]struct{} // ids in the map
@@ -394,9 +396,19 @@ func (f *Filler) withCgroupFD(id uint64, path string, fn func(fd uint32) error) 
 	return fn(uint32(fd))
 }
 
+// match reports whether a regexp matches the cgroup's path as the cgroup
+// decoder prints it (relative to the hierarchy's root) or its full path
+// under the mount point, which ebpf_exporter's regexps match
+// ("/sys/fs/cgroup/system.slice/cron.service"; the mount point itself for
+// the root), so that a pattern written for either selects the cgroup.
 func (f *Filler) match(path []byte) bool {
+	below := bytes.TrimPrefix(path, []byte(f.opts.Prefix))
+	if len(below) == 1 && below[0] == '/' {
+		below = nil
+	}
+	f.full = append(append(f.full[:0], strings.TrimSuffix(f.opts.Mount, "/")...), below...)
 	for _, re := range f.spec.Regexps {
-		if re.Match(path) {
+		if re.Match(path) || re.Match(f.full) {
 			return true
 		}
 	}

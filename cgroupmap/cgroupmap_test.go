@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"sync"
@@ -377,6 +378,38 @@ func TestHashValue(t *testing.T) {
 		}
 		if len(v) != int(size) || got != want {
 			t.Errorf("hashValue(%d) = % x, want %d bytes summing to %d", size, v, size, want)
+		}
+	}
+}
+
+// TestFullPaths: a regexp written for ebpf_exporter's full paths (the
+// mount point, then the path below it) selects the same cgroups as one
+// for the relative paths; the root is the mount point itself.
+func TestFullPaths(t *testing.T) {
+	mount := t.TempDir()
+	ids := tree(t, mount, "system.slice/a.service", "user.slice/u")
+	var root unix.Stat_t
+	if err := unix.Stat(mount, &root); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		re   string
+		want []uint64
+	}{
+		{`^` + regexp.QuoteMeta(mount) + `/system\.slice/[^/]+$`, want(ids, "system.slice/a.service")},
+		{`^/system\.slice/[^/]+$`, want(ids, "system.slice/a.service")},
+		{`^` + regexp.QuoteMeta(mount) + `$`, []uint64{root.Ino}},
+		{`^/$`, []uint64{root.Ino}},
+		{`^/sys/fs/cgroup/user\.slice/u$`, nil},
+	} {
+		m := newFakeMap(16)
+		f, err := start(spec(t, tc.re), m, nil, Options{Mount: mount, Interval: time.Hour, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Stop()
+		if got := m.sorted(); !slices.Equal(got, tc.want) {
+			t.Errorf("regexp %s: keys %v, want %v", tc.re, got, tc.want)
 		}
 	}
 }

@@ -29,8 +29,8 @@ func TestBucketBounds(t *testing.T) {
 			[]float64{10, 20, 30}, 4},
 		{"fixed", config.Histogram{BucketType: config.BucketFixed, BucketKeys: []float64{1, 5, 10}, BucketMultiplier: 0.5, SumBucket: intp(11)},
 			[]float64{0.5, 2.5, 5}, 11},
-		{"fixed no sum", config.Histogram{BucketType: config.BucketFixed, BucketKeys: []float64{3}},
-			[]float64{3}, -1},
+		{"fixed sum after the last key", config.Histogram{BucketType: config.BucketFixed, BucketKeys: []float64{3}},
+			[]float64{3}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := NewBuckets(&tc.h)
@@ -90,5 +90,35 @@ func TestHistogramMetric(t *testing.T) {
 	}
 	if pb.GetLabel()[0].GetValue() != "read" {
 		t.Errorf("labels %v", pb.GetLabel())
+	}
+}
+
+// TestSlotLeaveOut: under --compat.ebpf-exporter (LeaveOut) a slot that is
+// neither a bucket nor the sum is left out of the histogram, as
+// ebpf_exporter reads its maps: below bucket_min, above bucket_max + 1,
+// and a fixed histogram's slots that are not bucket keys. The sum of a
+// fixed histogram is in the slot after its largest key, with or without.
+func TestSlotLeaveOut(t *testing.T) {
+	lin := NewBuckets(&config.Histogram{BucketType: config.BucketLinear, BucketMin: 1, BucketMax: 5})
+	fixed := NewBuckets(&config.Histogram{BucketType: config.BucketFixed, BucketKeys: []float64{1, 10, 100}})
+	for _, leave := range []bool{false, true} {
+		lin.LeaveOut, fixed.LeaveOut = leave, leave
+		out := -1 // +Inf only
+		below := 0
+		if leave {
+			out, below = -3, -3
+		}
+		for _, tc := range []struct {
+			b    *Buckets
+			slot uint64
+			want int
+		}{
+			{&lin, 0, below}, {&lin, 1, 0}, {&lin, 5, 4}, {&lin, 6, -2}, {&lin, 7, out},
+			{&fixed, 0, out}, {&fixed, 1, 0}, {&fixed, 5, out}, {&fixed, 100, 2}, {&fixed, 101, -2}, {&fixed, 102, out},
+		} {
+			if got := tc.b.Slot(tc.slot); got != tc.want {
+				t.Errorf("LeaveOut %v: Slot(%d) = %d, want %d", leave, tc.slot, got, tc.want)
+			}
+		}
 	}
 }

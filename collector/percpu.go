@@ -68,6 +68,7 @@ func (m *metric) add(key []byte, v uint64) {
 	case i >= 0:
 		s.perBucket[i] += v
 		s.count += v
+	case i == -3: // left out (Buckets.LeaveOut)
 	default:
 		s.count += v // only in +Inf
 	}

@@ -177,6 +177,7 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 			return nil, cfg.Errorf(path+".bucket_max", "%d buckets, more than the limit of %d", n, config.MaxBuckets)
 		}
 		mp.Buckets = NewBuckets(h)
+		mp.Buckets.LeaveOut = env != nil && env.Compat
 		mps, err := p.compileValues(path, mp, KindHistogram, nil, false, h.PerCPU, h.Help, env)
 		if err != nil {
 			return nil, err
@@ -446,6 +447,13 @@ type Buckets struct {
 	// SumSlot holds the sum (-1: none).
 	SumSlot int64
 
+	// LeaveOut drops slots that are neither a bucket nor the sum slot
+	// from the histogram (Slot returns -3), as cloudflare/ebpf_exporter
+	// reads its maps; set under --compat.ebpf-exporter (decoder.Env.Compat).
+	// Without it they are observations: below bucket_min in the first
+	// bucket, others in +Inf only.
+	LeaveOut bool
+
 	// exp2, exp2zero and linear: slots min..max are buckets 0..max-min,
 	// slots below min count in bucket 0, slots above max in +Inf only.
 	min, max uint64
@@ -487,6 +495,10 @@ func NewBuckets(h *config.Histogram) Buckets {
 				b.index[k] = int32(i)
 			}
 		}
+		if n := len(b.keys); n > 0 {
+			// The reference's sum slot of a fixed histogram.
+			b.SumSlot = int64(b.keys[n-1]) + 1
+		}
 	default:
 		lo, hi := max(h.BucketMin, 0), max(h.BucketMax, 0)
 		hi = min(hi, lo+config.MaxBuckets-1)
@@ -517,11 +529,20 @@ func NewBuckets(h *config.Histogram) Buckets {
 }
 
 // Slot returns the bucket index of a slot: >= 0 for a bucket, -1 for +Inf
-// only (an unknown slot), -2 for the sum slot.
+// only (an unknown slot), -2 for the sum slot, -3 for a slot left out
+// (LeaveOut: a slot that is neither a bucket nor the sum).
 func (b *Buckets) Slot(slot uint64) int {
 	if b.SumSlot >= 0 && slot == uint64(b.SumSlot) {
 		return -2
 	}
+	i := b.slot(slot)
+	if b.LeaveOut && (i == -1 || (!b.fixed && slot < b.min)) {
+		return -3
+	}
+	return i
+}
+
+func (b *Buckets) slot(slot uint64) int {
 	if b.fixed {
 		if slot < uint64(len(b.index)) {
 			return int(b.index[slot])

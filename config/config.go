@@ -143,7 +143,8 @@ type Histogram struct {
 	BucketKeys []float64 `yaml:"bucket_keys"`
 	// SumBucket is the slot that holds the sum of observed values (in
 	// bucket units). Nil means bucket_max+1 for exp2, exp2zero and linear,
-	// and no sum for fixed. At most MaxSlot.
+	// and the largest of bucket_keys + 1 for fixed (as ebpf_exporter reads
+	// them). At most MaxSlot.
 	SumBucket *int `yaml:"sum_bucket"`
 	MaxSeries int  `yaml:"max_series"`
 	// TTL expires keys idle this long (empty: never; see TTL).

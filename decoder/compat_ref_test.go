@@ -55,8 +55,10 @@ func TestCompatIfname(t *testing.T) {
 	}
 }
 
-// TestCompatKsym checks ksym under Env.Compat: an address outside
-// kallsyms prints as cloudflare/ebpf_exporter prints it.
+// TestCompatKsym checks ksym under Env.Compat: an address below kallsyms
+// prints as cloudflare/ebpf_exporter prints it, a module symbol keeps its
+// module after a tab, and an address past the last symbol is that
+// symbol's, as the reference's kallsyms reader has them.
 func TestCompatKsym(t *testing.T) {
 	e := kallsymsEnv(t, testKallsyms)
 	e.Compat = true
@@ -64,6 +66,8 @@ func TestCompatKsym(t *testing.T) {
 		{name: "known", in: u64(0xffffffff81000305), out: "tcp_sendmsg"},
 		{name: "before first", in: u64(0xffffffff80000000), out: "unknown_addr:0xffffffff80000000"},
 		{name: "zero", in: u64(0), out: "unknown_addr:0x0"},
+		{name: "module", in: u64(0xffffffffc0a01050), out: "nf_hook_slow\t[nf_tables]"},
+		{name: "past last", in: u64(0xffffffffc0a01101), out: "nft_do_chain\t[nf_tables]"},
 	})
 }
 
@@ -90,7 +94,8 @@ func TestCompatHex(t *testing.T) {
 }
 
 // TestCompatKstack checks kstack under Env.Compat: frames innermost
-// first, one per line, "??" outside kallsyms, and "" for no frames.
+// first, one per line, module symbols with their module after a tab, "??"
+// outside kallsyms, and "" for no frames.
 func TestCompatKstack(t *testing.T) {
 	frames := func(addrs ...uint64) []byte {
 		var b []byte
@@ -99,17 +104,17 @@ func TestCompatKstack(t *testing.T) {
 		}
 		return b
 	}
-	in := frames(0xffffffff81000305, 0xffffffff81000105, 0xffffffff80000000, 0)
+	in := frames(0xffffffffc0a01050, 0xffffffff81000305, 0xffffffff81000105, 0xffffffff80000000, 0)
 	for _, compat := range []bool{true, false} {
 		e := kallsymsEnv(t, testKallsyms)
 		e.Compat = compat
-		want, none := "0xffffffff80000000;do_syscall_64;tcp_sendmsg", string(noStack)
+		want, none := "0xffffffff80000000;do_syscall_64;tcp_sendmsg;nf_hook_slow", string(noStack)
 		if compat {
-			want, none = "tcp_sendmsg\ndo_syscall_64\n??", ""
+			want, none = "nf_hook_slow\t[nf_tables]\ntcp_sendmsg\ndo_syscall_64\n??", ""
 		}
-		runCases(t, mustNew(t, e, config.Decoder{Name: "kstack"}, 32), []decodeCase{
+		runCases(t, mustNew(t, e, config.Decoder{Name: "kstack"}, 40), []decodeCase{
 			{name: "stack", in: in, out: want},
-			{name: "empty", in: make([]byte, 32), out: none},
+			{name: "empty", in: make([]byte, 40), out: none},
 		})
 	}
 }

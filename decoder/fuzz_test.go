@@ -184,53 +184,60 @@ func FuzzKallsyms(f *testing.F) {
 	f.Add([]byte("10 T a\tmod\n20 t _b\n20 T __b\n20 W b\n"), uint64(0x1f))
 	f.Add([]byte("\n\n\nzz T bad\n10 TT x\n10 T \n"), uint64(0x10))
 	f.Fuzz(func(t *testing.T, data []byte, addr uint64) {
-		k, err := parseKallsyms(data)
-		if err != nil {
-			if k != nil {
-				t.Fatal("table and error")
-			}
-			return
-		}
-		n := len(k.addrs)
-		if n == 0 || len(k.ends) != n || int(k.ends[n-1]) != len(k.names) || len(k.names) > len(data) {
-			t.Fatalf("inconsistent table: %d addrs, %d ends, %d name bytes", n, len(k.ends), len(k.names))
-		}
-		for i := range n {
-			start := uint32(0)
-			if i > 0 {
-				start = k.ends[i-1]
-				if k.addrs[i] <= k.addrs[i-1] {
-					t.Fatalf("addresses not ascending at %d", i)
-				}
-			}
-			if k.ends[i] <= start || k.ends[i]-start > maxSymbolName {
-				t.Fatalf("bad name bounds at %d", i)
-			}
-			name, ok := k.lookup(k.addrs[i])
-			if !ok || string(name) != string(k.names[start:k.ends[i]]) {
-				t.Fatalf("lookup of symbol %d's address = %q, %v", i, name, ok)
-			}
-		}
-		name, ok := k.lookup(addr)
-		switch {
-		case addr < k.addrs[0] || addr > k.addrs[n-1]:
-			if ok {
-				t.Fatalf("lookup(%#x) outside the table = %q", addr, name)
-			}
-		case !ok:
-			t.Fatalf("lookup(%#x) inside the table failed", addr)
-		default:
-			i, _ := slices.BinarySearch(k.addrs, addr)
-			if i == n || k.addrs[i] != addr {
-				i--
-			}
-			want, _ := k.lookup(k.addrs[i])
-			if string(name) != string(want) {
-				t.Fatalf("lookup(%#x) = %q, want %q", addr, name, want)
-			}
-		}
-		if cap(name) != len(name) {
-			t.Fatalf("lookup result can be appended to in place")
-		}
+		fuzzKallsyms(t, data, addr, false)
+		fuzzKallsyms(t, data, addr, true)
 	})
+}
+
+// fuzzKallsyms is one FuzzKallsyms case, with the reference's names and
+// lookup when ref is set.
+func fuzzKallsyms(t *testing.T, data []byte, addr uint64, ref bool) {
+	k, err := parseKallsymsAs(data, ref)
+	if err != nil {
+		if k != nil {
+			t.Fatal("table and error")
+		}
+		return
+	}
+	n := len(k.addrs)
+	if n == 0 || len(k.ends) != n || int(k.ends[n-1]) != len(k.names) || len(k.names) > len(data) {
+		t.Fatalf("inconsistent table: %d addrs, %d ends, %d name bytes", n, len(k.ends), len(k.names))
+	}
+	for i := range n {
+		start := uint32(0)
+		if i > 0 {
+			start = k.ends[i-1]
+			if k.addrs[i] <= k.addrs[i-1] {
+				t.Fatalf("addresses not ascending at %d", i)
+			}
+		}
+		if k.ends[i] <= start || k.ends[i]-start > maxSymbolName {
+			t.Fatalf("bad name bounds at %d", i)
+		}
+		name, ok := k.lookup(k.addrs[i])
+		if !ok || string(name) != string(k.names[start:k.ends[i]]) {
+			t.Fatalf("lookup of symbol %d's address = %q, %v", i, name, ok)
+		}
+	}
+	name, ok := k.lookup(addr)
+	switch {
+	case addr < k.addrs[0] || (addr > k.addrs[n-1] && !ref):
+		if ok {
+			t.Fatalf("lookup(%#x) outside the table = %q", addr, name)
+		}
+	case !ok:
+		t.Fatalf("lookup(%#x) inside the table failed", addr)
+	default:
+		i, _ := slices.BinarySearch(k.addrs, addr)
+		if i == n || k.addrs[i] != addr {
+			i--
+		}
+		want, _ := k.lookup(k.addrs[i])
+		if string(name) != string(want) {
+			t.Fatalf("lookup(%#x) = %q, want %q", addr, name, want)
+		}
+	}
+	if cap(name) != len(name) {
+		t.Fatalf("lookup result can be appended to in place")
+	}
 }

@@ -18,6 +18,10 @@ type kallsyms struct {
 	addrs []uint64 // ascending, unique
 	ends  []uint32 // names[ends[i-1]:ends[i]] is the name at addrs[i]
 	names []byte
+	// ref: names keep their module ("nf_hook_slow\t[nf_tables]") and an
+	// address above the last symbol is the last symbol's, as
+	// cloudflare/ebpf_exporter's kallsyms reader has them (Env.Compat).
+	ref bool
 }
 
 // kallsyms returns the Env's symbol table, reading it on first use. A failed
@@ -31,7 +35,7 @@ func (e *Env) kallsyms() (*kallsyms, error) {
 			e.ksymsErr = err
 			return
 		}
-		e.ksyms, e.ksymsErr = parseKallsyms(data)
+		e.ksyms, e.ksymsErr = parseKallsymsAs(data, e.Compat)
 		if e.ksymsErr != nil {
 			e.ksymsErr = fmt.Errorf("%s: %w", file, e.ksymsErr)
 		}
@@ -64,7 +68,12 @@ var errNoAddresses = errors.New("all symbol addresses are zero (kernel.kptr_rest
 // KSYM_NAME_LEN is 512), and at most maxSymbols symbols are kept (a real
 // table has a few hundred thousand); more is an error. Each symbol costs 16
 // bytes while parsing and 12 plus its name in the table.
-func parseKallsyms(data []byte) (*kallsyms, error) {
+func parseKallsyms(data []byte) (*kallsyms, error) { return parseKallsymsAs(data, false) }
+
+// parseKallsymsAs is parseKallsyms, with the reference's names and lookup
+// when ref is set (see kallsyms.ref): a module symbol's name is then the
+// rest of its line, tab and module included.
+func parseKallsymsAs(data []byte, ref bool) (*kallsyms, error) {
 	if len(data) > bounded.MaxKallsyms {
 		return nil, fmt.Errorf("%d bytes, more than the %s limit", len(data), bounded.Size(bounded.MaxKallsyms))
 	}
@@ -98,7 +107,7 @@ func parseKallsyms(data []byte) (*kallsyms, error) {
 			continue
 		}
 		name := line[n+3:]
-		if i := bytes.IndexByte(name, '\t'); i >= 0 {
+		if i := bytes.IndexByte(name, '\t'); i >= 0 && !ref {
 			name = name[:i]
 		}
 		if len(name) == 0 || len(name) > maxSymbolName {
@@ -131,6 +140,7 @@ func parseKallsyms(data []byte) (*kallsyms, error) {
 		return cmp.Compare(a.rank, b.rank)
 	})
 	k := &kallsyms{
+		ref:   ref,
 		addrs: make([]uint64, 0, len(syms)),
 		ends:  make([]uint32, 0, len(syms)),
 	}
@@ -154,10 +164,11 @@ func parseKallsyms(data []byte) (*kallsyms, error) {
 
 // lookup returns the name of the symbol that contains addr: the one at addr
 // or the closest one before it. Addresses below the first symbol or above
-// the last one are not found. The result is a read-only slice of the table.
+// the last one (unless k.ref) are not found. The result is a read-only
+// slice of the table.
 func (k *kallsyms) lookup(addr uint64) ([]byte, bool) {
 	i := sort.Search(len(k.addrs), func(i int) bool { return k.addrs[i] > addr }) - 1
-	if i < 0 || (i == len(k.addrs)-1 && k.addrs[i] != addr) {
+	if i < 0 || (!k.ref && i == len(k.addrs)-1 && k.addrs[i] != addr) {
 		return nil, false
 	}
 	var start uint32

@@ -13,7 +13,10 @@ func init() { register("ksym", newKsym) }
 // at that address or the closest one before it, without offset or module
 // ("tcp_sendmsg"). An address outside the table prints in hex
 // ("0xffffffff81000000"; "unknown_addr:0xffffffff81000000" with Env.Compat,
-// as cloudflare/ebpf_exporter prints).
+// as cloudflare/ebpf_exporter prints). With Env.Compat names are the
+// reference's: a module symbol keeps its module after a tab
+// ("nf_hook_slow\t[nf_tables]"), and an address past the last symbol is
+// that symbol's (see kallsyms.ref).
 //
 // Names are not cached: a binary search of the immutable table (~15 ns, no
 // lock, no allocation) is cheaper than an LRU lookup (~50 ns, and a mutex

@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"testing"
@@ -13,14 +11,42 @@ import (
 )
 
 // compatCalls runs preads pread64(-1) and getppids getppid() calls on a
-// thread named ke_compat pinned to the highest CPU this process may use,
-// and returns that CPU. The thread ends with the goroutine (it stays
-// locked), so the name never leaks to other goroutines.
+// thread named ke_compat (onNamedThread) and returns its CPU.
 func compatCalls(t *testing.T, preads, getppids int) int {
 	t.Helper()
+	return onNamedThread(t, "ke_compat", func() error {
+		buf := make([]byte, 8)
+		for range preads {
+			if _, err := unix.Pread(-1, buf, 0); err != unix.EBADF {
+				return err
+			}
+		}
+		for range getppids {
+			unix.Getppid()
+		}
+		return nil
+	})
+}
+
+// onNamedThread runs fn on a thread named name pinned to the highest CPU
+// this process may use, and returns that CPU. The thread ends with the
+// goroutine (it stays locked), so the name never leaks to other
+// goroutines. An error of fn fails the test.
+func onNamedThread(t *testing.T, name string, fn func() error) int {
+	t.Helper()
+	cpu, err := runNamedThread(name, fn)
+	if err != nil {
+		t.Fatalf("%s thread: %v", name, err)
+	}
+	return cpu
+}
+
+// runNamedThread is onNamedThread returning fn's error (for child
+// processes, which have no testing.T).
+func runNamedThread(name string, fn func() error) (int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		t.Fatal(err)
+		return -1, err
 	}
 	cpu := -1
 	for i := range 1024 {
@@ -37,27 +63,14 @@ func compatCalls(t *testing.T, preads, getppids int) int {
 			errc <- err
 			return
 		}
-		name, _ := unix.BytePtrFromString("ke_compat")
-		if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0); err != nil {
+		p, _ := unix.BytePtrFromString(name)
+		if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(p)), 0, 0, 0); err != nil {
 			errc <- err
 			return
 		}
-		buf := make([]byte, 8)
-		for range preads {
-			if _, err := unix.Pread(-1, buf, 0); err != unix.EBADF {
-				errc <- err
-				return
-			}
-		}
-		for range getppids {
-			unix.Getppid()
-		}
-		errc <- nil
+		errc <- fn()
 	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("ke_compat thread: %v", err)
-	}
-	return cpu
+	return cpu, <-errc
 }
 
 // TestCompatEbpfExporter runs a config written for cloudflare/ebpf_exporter
@@ -71,7 +84,7 @@ func compatCalls(t *testing.T, preads, getppids int) int {
 // config serves kernel_compat_syscalls_total with syscall="pread64".
 func TestCompatEbpfExporter(t *testing.T) {
 	const preads, getppids = 120, 45
-	dir := buildCompat(t, "compat_syscalls")
+	dir := buildConfigDir(t, compatSrc, "compat_syscalls")
 	for _, tc := range []struct {
 		flags                []string
 		metric, other, pread string
@@ -120,19 +133,3 @@ func TestCompatEbpfExporter(t *testing.T) {
 	}
 }
 
-// buildCompat compiles testdata/compat/<name>.bpf.c (compileBPF) into a
-// temp directory and copies testdata/compat/<name>.yaml next to it, a
-// --config.dir of one config. It returns the directory.
-func buildCompat(t *testing.T, name string) string {
-	t.Helper()
-	dir := t.TempDir()
-	compileBPF(t, filepath.Join("integration", "testdata", "compat", name+".bpf.c"), filepath.Join(dir, name+".bpf.o"))
-	y, err := os.ReadFile(filepath.Join(repoRoot, "integration", "testdata", "compat", name+".yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), y, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}

@@ -18,6 +18,7 @@ var ebpfExporterV2Keys = map[string]bool{
 	"regexps": true, "bucket_type": true, "bucket_min": true, "bucket_max": true,
 	"bucket_multiplier": true, "bucket_keys": true, "perf_event_array": true,
 	"flush_interval": true, "kaddrs": true, "cgroup_id_map": true, "tracing": true,
+	"padding": true, "type": true, "spans": true, "ringbuf": true, "service": true,
 }
 
 // nonV2Keys returns the mapping keys of n (recursively) that ebpf_exporter
@@ -48,18 +49,27 @@ func nonV2Keys(n *yaml.Node) []string {
 // lay out --config.dir. It returns the directory.
 func buildExample(t *testing.T, name string) string {
 	t.Helper()
+	return buildConfigDir(t, "examples", name)
+}
+
+// buildConfigDir is buildExample for the program <name> in the
+// repository directory src (such as integration/testdata/compat), compiled
+// with the extra compiler flags cflags. It fails the test when the config
+// uses keys ebpf_exporter v2 does not know.
+func buildConfigDir(t *testing.T, src, name string, cflags ...string) string {
+	t.Helper()
 	dir := t.TempDir()
-	compileBPF(t, filepath.Join("examples", name+".bpf.c"), filepath.Join(dir, name+".bpf.o"))
-	y, err := os.ReadFile(filepath.Join(repoRoot, "examples", name+".yaml"))
+	compileBPF(t, filepath.Join(src, name+".bpf.c"), filepath.Join(dir, name+".bpf.o"), cflags...)
+	y, err := os.ReadFile(filepath.Join(repoRoot, src, name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(y, &doc); err != nil {
-		t.Fatalf("examples/%s.yaml: %v", name, err)
+		t.Fatalf("%s/%s.yaml: %v", src, name, err)
 	}
 	if bad := nonV2Keys(&doc); len(bad) > 0 {
-		t.Errorf("examples/%s.yaml uses keys ebpf_exporter v2 does not know: %v", name, bad)
+		t.Errorf("%s/%s.yaml uses keys ebpf_exporter v2 does not know: %v", src, name, bad)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), y, 0o644); err != nil {
 		t.Fatal(err)

@@ -66,6 +66,8 @@ func init() {
 //	accept     a thread named after KERNEL_EXPORTER_IT_ARG ("comm:n4:n")
 //	           accepts n4 connections with accept4() on inherited fd 3,
 //	           then n with accept() on fd 4 (see acceptN)
+//	compatlabels  magic pread64 calls of the compatibility suite
+//	           (KERNEL_EXPORTER_IT_ARG "code:n:dev", see compatLabelsChild)
 func childMain(mode string) error {
 	for _, procs := range strings.Split(os.Getenv(childEnvCgroups), ":") {
 		if procs == "" {
@@ -110,6 +112,8 @@ func childMain(mode string) error {
 		return acceptN(arg)
 	case "getppids":
 		return getppidN(arg)
+	case "compatlabels":
+		return compatLabelsChild(arg)
 	}
 	return fmt.Errorf("unknown child mode %q", mode)
 }

@@ -226,7 +226,7 @@ func TestSpansOTLPCompatBioTrace(t *testing.T) {
 		blocks = 64
 		block  = 64 << 10
 	)
-	dir := buildCompat(t, "bio_trace")
+	dir := buildConfigDir(t, compatSrc, "bio_trace")
 	io := ioTempDir(t)
 	disk, err := diskOf(io)
 	if err != nil {
@@ -301,7 +301,7 @@ func TestSpansOTLPConfigDown(t *testing.T) {
 // the next O_DIRECT requests under the new service, over the same
 // exporter, and the config stays up.
 func TestSpansOTLPReload(t *testing.T) {
-	dir := buildCompat(t, "bio_trace")
+	dir := buildConfigDir(t, compatSrc, "bio_trace")
 	io := ioTempDir(t)
 	disk, err := diskOf(io)
 	if err != nil {
