@@ -132,4 +132,3 @@ func TestCompatEbpfExporter(t *testing.T) {
 		})
 	}
 }
-
