@@ -24,6 +24,7 @@ import (
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"go.opentelemetry.io/otel"
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 
@@ -210,6 +211,12 @@ func run() int {
 	}
 	// client-go logs through klog: send it to this process' log.
 	klog.SetSlogLogger(log)
+	// The OpenTelemetry SDK reports what it cannot return to a caller (an
+	// attribute over a limit, an exporter's internal error) through its
+	// global handler, which prints with the standard log: send it here too.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("OpenTelemetry SDK", "err", err)
+	}))
 	memBytes, err := budget.ParseMemoryBudget(*memBudget)
 	if err != nil {
 		log.Error("bad flags", "err", err)
