@@ -105,13 +105,14 @@ func (c *Config) CgroupIDMap() (*CgroupIDMap, error) {
 			return nil, c.Errorf(path, "unknown key %s (known keys: name, type, regexps)", Quote(k.Value))
 		}
 	}
-	switch {
-	case !have[0]:
+	if !have[0] {
 		return nil, c.Errorf(path, "missing name (the BPF map to fill)")
-	case !have[1]:
-		out.Type = CgroupIDMapHash // as ebpf_exporter, for configs written before it had types
-	case len(out.Regexps) == 0:
+	}
+	if len(out.Regexps) == 0 {
 		return nil, c.Errorf(path+".regexps", "no regexps: the map would stay empty")
+	}
+	if !have[1] {
+		out.Type = CgroupIDMapHash // as ebpf_exporter, for configs written before it had types
 	}
 	return out, nil
 }

@@ -20,7 +20,7 @@ func TestCgroupIDMap(t *testing.T) {
 	if err != nil || s == nil {
 		t.Fatalf("CgroupIDMap: %v, %v", s, err)
 	}
-	if s.Name != "allow" || s.Type != "hash" || len(s.Regexps) != 2 {
+	if s.Name != "allow" || (s.Type != CgroupIDMapHash && s.Type != CgroupIDMapCgrpStorage) || len(s.Regexps) != 2 {
 		t.Fatalf("got %+v", s)
 	}
 	if !s.Regexps[1].MatchString("/kubepods/burstable/pod1") || s.Regexps[0].MatchString("/user.slice") {
@@ -58,6 +58,7 @@ func TestCgroupIDMapErrors(t *testing.T) {
 		{" x", `t.yaml:1: cgroup_id_map: must be a mapping with keys name, type and regexps`},
 		{"\n  type: hash\n  regexps: [a]", `cgroup_id_map: missing name`},
 		{"\n  name: m\n  type: hash", `cgroup_id_map.regexps: no regexps`},
+		{"\n  name: m", `cgroup_id_map.regexps: no regexps`},
 		{"\n  name: m\n  type: hash\n  regexps: []", `cgroup_id_map.regexps: no regexps`},
 		{"\n  name: m\n  type: lru_hash\n  regexps: [a]", `t.yaml:3: cgroup_id_map.type: map type "lru_hash" is not supported: use hash`},
 		{"\n  name: 'a b'\n  type: hash\n  regexps: [a]", `cgroup_id_map.name: invalid map name (a string of 3 bytes)`},
@@ -78,7 +79,8 @@ func TestCgroupIDMapErrors(t *testing.T) {
 }
 
 // FuzzCgroupIDMap parses arbitrary cgroup_id_map sections: never a panic,
-// and a section that parses has a name, type hash and 1 to 64 regexps.
+// and a section that parses has a name, type hash or cgrp_storage and 1 to
+// 64 regexps.
 func FuzzCgroupIDMap(f *testing.F) {
 	for _, s := range []string{
 		"\n  name: m\n  type: hash\n  regexps: [a]",
@@ -98,7 +100,7 @@ func FuzzCgroupIDMap(f *testing.F) {
 		if err != nil || s == nil {
 			return
 		}
-		if s.Name == "" || s.Type != "hash" || len(s.Regexps) == 0 || len(s.Regexps) > MaxCgroupIDMapRegexps {
+		if s.Name == "" || (s.Type != CgroupIDMapHash && s.Type != CgroupIDMapCgrpStorage) || len(s.Regexps) == 0 || len(s.Regexps) > MaxCgroupIDMapRegexps {
 			t.Fatalf("accepted %+v", s)
 		}
 	})
