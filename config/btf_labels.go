@@ -138,7 +138,7 @@ func (c *Config) LabelsFromBTF(path, metric, mapName string, key btf.Type, keySi
 	if c.btfBudget == nil {
 		c.btfBudget = &decoderBudget{regexps: MaxRegexpsTotal, regexpCost: MaxRegexpCostTotal, staticMap: MaxStaticMapTotal}
 	}
-	if err := c.validateLabels(path, labels, histogram, c.btfBudget); err != nil {
+	if err := c.validateLabels(path, labels, histogram, false, c.btfBudget); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return nil, fail("labels inferred from the BTF key: %s (at %s)", e.Msg, e.Path)

@@ -92,7 +92,7 @@ func (c *Config) validateTracing(budget *decoderBudget) error {
 		if len(s.Labels) == 0 {
 			return c.Errorf(path+".labels", "no labels: a record's layout must be given")
 		}
-		if err := c.validateLabels(path, s.Labels, false, budget); err != nil {
+		if err := c.validateLabels(path, s.Labels, false, true, budget); err != nil {
 			return err
 		}
 		for j, l := range s.Labels {

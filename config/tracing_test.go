@@ -72,6 +72,8 @@ func TestTracingErrors(t *testing.T) {
 		{"unknown key", "service: exec-trace", "servise: exec-trace", `unknown`},
 		{"of", "padding: 4\n", "padding: 4\n          of: trace_id\n", `tracing.spans[0].labels[5]`},
 		{"no labels", "      labels:\n        - name: trace_id", "      labels: []\n      x:\n        - name: trace_id", `unknown`},
+		{"bad attribute", "name: operation", "name: cpu-orig", `exec.yaml:27: tracing.spans[0].labels[5].name: invalid span label name "cpu-orig"`},
+		{"leading dot", "name: operation", "name: .cpu", `invalid span label name ".cpu"`},
 	} {
 		y := strings.Replace(spanYAML, tc.from, tc.to, 1)
 		if y == spanYAML {
@@ -85,5 +87,23 @@ func TestTracingErrors(t *testing.T) {
 	two := spanYAML + strings.TrimPrefix(spanYAML, "tracing:\n  spans:\n")
 	if _, err := Parse("exec.yaml", []byte(two)); err == nil || !strings.Contains(err.Error(), `tracing.spans[1].ringbuf: ring buffer "exec_spans" is already read by tracing.spans[0]`) {
 		t.Errorf("duplicate ringbuf: err = %v", err)
+	}
+}
+
+// TestTracingDottedLabel checks that a span label, an OpenTelemetry
+// attribute, may hold dots (the reference's sched-trace example names one
+// cpu.orig), while a metric label may not.
+func TestTracingDottedLabel(t *testing.T) {
+	y := strings.Replace(spanYAML, "name: operation", "name: cpu.orig", 1)
+	c, err := Parse("sched.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Tracing.Spans[0].Labels[5].Name; got != "cpu.orig" {
+		t.Errorf("label 5 = %q, want cpu.orig", got)
+	}
+	m := "metrics:\n  counters:\n    - name: x_total\n      help: x\n      labels:\n        - name: cpu.orig\n          size: 4\n          decoders:\n            - name: uint\n"
+	if _, err := Parse("m.yaml", []byte(m)); err == nil || !strings.Contains(err.Error(), `m.yaml:6: metrics.counters[0].labels[0].name: invalid label name "cpu.orig"`) {
+		t.Errorf("metric label cpu.orig: err = %v", err)
 	}
 }

@@ -11,6 +11,11 @@ import (
 
 var metricNameRe = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
+// spanAttrNameRe is what a span label (an OpenTelemetry attribute, never a
+// Prometheus label) may be called: a label name that may also hold dots,
+// as in the reference's sched-trace example's "cpu.orig".
+var spanAttrNameRe = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.]*$`)
+
 // BucketLabel is the name of the label that holds a histogram's slot.
 const BucketLabel = "bucket"
 
@@ -105,7 +110,7 @@ func (c *Config) validate() error {
 		if _, err := c.ParseTTL(path, m.Name, m.TTL); err != nil {
 			return err
 		}
-		if err := c.validateLabels(path, m.Labels, false, budget); err != nil {
+		if err := c.validateLabels(path, m.Labels, false, false, budget); err != nil {
 			return err
 		}
 	}
@@ -206,7 +211,7 @@ func (c *Config) validateHistogram(path string, h *Histogram, budget *decoderBud
 	}
 	if InferLabels(h.Labels) {
 		// Labels from BTF, the bucket last (btf_labels.go).
-		return c.validateLabels(path, h.Labels, true, budget)
+		return c.validateLabels(path, h.Labels, true, false, budget)
 	}
 	if h.Labels[len(h.Labels)-1].Name != BucketLabel {
 		for i, l := range h.Labels {
@@ -219,7 +224,7 @@ func (c *Config) validateHistogram(path string, h *Histogram, budget *decoderBud
 	if s := h.Labels[len(h.Labels)-1].Size; s != 1 && s != 2 && s != 4 && s != 8 {
 		return c.Errorf(fmt.Sprintf("%s.labels[%d].size", path, len(h.Labels)-1), "bucket label size must be 1, 2, 4 or 8 bytes, got %d", s)
 	}
-	return c.validateLabels(path, h.Labels, true, budget)
+	return c.validateLabels(path, h.Labels, true, false, budget)
 }
 
 // topBound returns the largest bucket bound of a histogram whose slots are
@@ -251,7 +256,10 @@ type decoderBudget struct {
 	regexps, regexpCost, staticMap int
 }
 
-func (c *Config) validateLabels(path string, labels []Label, histogram bool, budget *decoderBudget) error {
+// validateLabels checks the labels of a map key (histogram: a histogram's,
+// whose reserved names differ) or, with spanAttrs, of a span record, whose
+// names become OpenTelemetry attributes and may hold dots.
+func (c *Config) validateLabels(path string, labels []Label, histogram, spanAttrs bool, budget *decoderBudget) error {
 	if len(labels) > MaxLabels {
 		return c.Errorf(path+".labels", "%d labels, more than the limit of %d", len(labels), MaxLabels)
 	}
@@ -267,7 +275,10 @@ func (c *Config) validateLabels(path string, labels []Label, histogram bool, bud
 		if len(l.Name) > MaxNameLen {
 			return c.Errorf(lp+".name", "label name longer than %d bytes (%d)", MaxNameLen, len(l.Name))
 		}
-		if !metricNameRe.MatchString(l.Name) {
+		if spanAttrs && !spanAttrNameRe.MatchString(l.Name) {
+			return c.Errorf(lp+".name", "invalid span label name %s: letters, digits, _ and . (not first)", Quote(l.Name))
+		}
+		if !spanAttrs && !metricNameRe.MatchString(l.Name) {
 			return c.Errorf(lp+".name", "invalid label name %s", Quote(l.Name))
 		}
 		if why := ReservedLabel(l.Name, histogram); why != "" {

@@ -163,7 +163,7 @@ func (c *Config) validateGauges(budget *decoderBudget, checkName checkNameFunc) 
 		if err := c.validateValues(path, g.Name, g.Values, g.PerCPU, g.Labels, g.TTL, checkName); err != nil {
 			return err
 		}
-		if err := c.validateLabels(path, g.Labels, false, budget); err != nil {
+		if err := c.validateLabels(path, g.Labels, false, false, budget); err != nil {
 			return err
 		}
 	}
