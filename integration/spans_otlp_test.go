@@ -288,7 +288,7 @@ func TestSpansOTLPConfigDown(t *testing.T) {
 		t.Errorf("exec_trace up (%v) with an unsupported OTLP protocol", v)
 	}
 	reasons := ms.LabelValues("kernel_exporter_config_error_info", "reason")
-	if len(reasons) != 1 || !strings.Contains(reasons[0], `OTLP protocol "http/json"`) {
+	if len(reasons) != 1 || !strings.Contains(reasons[0], `OTEL_EXPORTER_OTLP_PROTOCOL="http/json": unsupported OTLP protocol`) {
 		t.Errorf("reasons %q, want exec_trace's naming the protocol", reasons)
 	}
 	if v := ms.Value("kernel_exporter_config_up", L("config", "timers")); v != 1 {

@@ -19,7 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/otlpenv"
 )
 
 // DefaultService is the service.name of spans whose config sets no service
@@ -105,22 +105,18 @@ func (s *Sink) init() error {
 		default:
 			return fmt.Errorf("OTEL_TRACES_EXPORTER=%s: want otlp, console or none", strconv.Quote(v))
 		}
-		proto := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-		if proto == "" {
-			proto = os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		proto, err := otlpenv.Protocol("TRACES")
+		if err != nil {
+			return err
 		}
-		if err := checkTLSFiles(); err != nil {
+		if err := otlpenv.CheckTLSFiles("TRACES"); err != nil {
 			return err
 		}
 		var exp sdktrace.SpanExporter
-		switch proto {
-		case "", "http/protobuf":
-			proto = "http/protobuf"
-			exp, err = otlptracehttp.New(context.Background())
-		case "grpc":
+		if proto == otlpenv.GRPC {
 			exp, err = otlptracegrpc.New(context.Background())
-		default:
-			return fmt.Errorf("OTLP protocol %s (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL): want grpc or http/protobuf", strconv.Quote(proto))
+		} else {
+			exp, err = otlptracehttp.New(context.Background())
 		}
 		if err != nil {
 			return fmt.Errorf("OTLP %s span exporter: %w", proto, err)
@@ -133,22 +129,6 @@ func (s *Sink) init() error {
 	return s.initErr
 }
 
-// maxTLSFile bounds the PEM files the OTLP exporter reads (it reads them
-// whole, unbounded).
-const maxTLSFile = bounded.MaxConfig
-
-// checkTLSFiles checks the certificate and key files the OTLP exporter
-// will read: regular files (not a FIFO or device) of at most maxTLSFile
-// bytes. The error names the variable and the path, never the content.
-func checkTLSFiles() error {
-	var vars []string
-	for _, v := range []string{"CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"} {
-		vars = append(vars, "OTEL_EXPORTER_OTLP_TRACES_"+v, "OTEL_EXPORTER_OTLP_"+v)
-	}
-	return bounded.CheckEnvFiles(maxTLSFile, vars...)
-}
-
-// exportError logs a failed export, at most once a minute.
 func (s *Sink) exportError(err error) {
 	s.mu.Lock()
 	now := time.Now()

@@ -279,7 +279,7 @@ func TestSinkEnv(t *testing.T) {
 	p := &Plan{Config: "c"}
 	for _, tc := range []struct{ env, val, want string }{
 		{"OTEL_TRACES_EXPORTER", "zipkin", `OTEL_TRACES_EXPORTER="zipkin": want otlp, console or none`},
-		{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", `OTLP protocol "http/json" (OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL): want grpc or http/protobuf`},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", `OTEL_EXPORTER_OTLP_PROTOCOL="http/json": unsupported OTLP protocol (want grpc or http/protobuf)`},
 		{"OTEL_BSP_EXPORT_TIMEOUT", "-1", `OTEL_BSP_EXPORT_TIMEOUT="-1": want milliseconds`},
 		{"OTEL_EXPORTER_OTLP_CERTIFICATE", "/dev/zero", `OTEL_EXPORTER_OTLP_CERTIFICATE /dev/zero: not a regular file`},
 		{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/nonexistent/key.pem", `OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY /nonexistent/key.pem: no such file`},

@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -37,8 +36,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 
-	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/exposition"
+	"github.com/kernel-exporter/kernel_exporter/internal/otlpenv"
 )
 
 // Push interval and timeout bounds (--otlp.metrics.interval,
@@ -106,55 +105,23 @@ func CheckOptions(interval, timeout time.Duration) error {
 	return nil
 }
 
-// Protocol returns the OTLP protocol of metrics chosen by the environment:
-// OTEL_EXPORTER_OTLP_METRICS_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL,
-// else http/protobuf (the OpenTelemetry specification's default). Only
-// grpc and http/protobuf are supported; anything else is an error naming
-// the variable and its value (cut to 64 bytes).
-func Protocol() (string, error) {
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		v, ok := os.LookupEnv(name)
-		if !ok || v == "" {
-			continue
-		}
-		switch v {
-		case "grpc", "http/protobuf":
-			return v, nil
-		}
-		if len(v) > 64 {
-			v = v[:64] + "..."
-		}
-		return "", fmt.Errorf("%s=%q: unsupported OTLP protocol for metrics (want grpc or http/protobuf)", name, v)
-	}
-	return "http/protobuf", nil
-}
-
-// MaxTLSFile bounds the certificate and key files of
-// OTEL_EXPORTER_OTLP_[METRICS_]CERTIFICATE, _CLIENT_CERTIFICATE and
-// _CLIENT_KEY, which the OTLP exporters read whole.
-const MaxTLSFile = bounded.MaxConfig
-
-// NewExporter returns the OTLP exporter of Protocol. The exporters read
+// NewExporter returns the OTLP exporter of otlpenv.Protocol("METRICS"). The exporters read
 // the rest of their configuration from the standard variables:
 // OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, _HEADERS, _INSECURE,
 // _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY, _COMPRESSION and
 // _TIMEOUT. The certificate and key files must first be regular files of
-// at most MaxTLSFile (bounded.CheckEnvFiles: the error names the variable
-// and the path). Neither exporter connects before its first export.
+// at most otlpenv.MaxTLSFile (otlpenv.CheckTLSFiles: the error names the
+// variable and the path). Neither exporter connects before its first export.
 func NewExporter(ctx context.Context) (Exporter, string, error) {
-	proto, err := Protocol()
+	proto, err := otlpenv.Protocol("METRICS")
 	if err != nil {
 		return nil, "", err
 	}
-	var tls []string
-	for _, v := range []string{"CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"} {
-		tls = append(tls, "OTEL_EXPORTER_OTLP_METRICS_"+v, "OTEL_EXPORTER_OTLP_"+v)
-	}
-	if err := bounded.CheckEnvFiles(MaxTLSFile, tls...); err != nil {
+	if err := otlpenv.CheckTLSFiles("METRICS"); err != nil {
 		return nil, "", err
 	}
 	var exp Exporter
-	if proto == "grpc" {
+	if proto == otlpenv.GRPC {
 		exp, err = otlpmetricgrpc.New(ctx)
 	} else {
 		exp, err = otlpmetrichttp.New(ctx)

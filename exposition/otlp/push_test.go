@@ -257,27 +257,6 @@ func TestCheckOptions(t *testing.T) {
 	}
 }
 
-func TestProtocol(t *testing.T) {
-	for _, tc := range []struct {
-		metrics, all string
-		want, err    string
-	}{
-		{"", "", "http/protobuf", ""},
-		{"", "grpc", "grpc", ""},
-		{"grpc", "http/protobuf", "grpc", ""},
-		{"http/protobuf", "grpc", "http/protobuf", ""},
-		{"http/json", "", "", `OTEL_EXPORTER_OTLP_METRICS_PROTOCOL="http/json": unsupported OTLP protocol for metrics (want grpc or http/protobuf)`},
-		{"", "udp", "", `OTEL_EXPORTER_OTLP_PROTOCOL="udp": unsupported OTLP protocol for metrics (want grpc or http/protobuf)`},
-	} {
-		t.Setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", tc.metrics)
-		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.all)
-		got, err := Protocol()
-		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
-			t.Errorf("Protocol(%q, %q) = %q, %v; want %q, %q", tc.metrics, tc.all, got, err, tc.want, tc.err)
-		}
-	}
-}
-
 // The certificate and key files the SDK reads whole are checked first.
 func TestNewExporterTLSFiles(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
