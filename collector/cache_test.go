@@ -94,8 +94,8 @@ func TestCacheFollowsMap(t *testing.T) {
 		t.Fatalf("first read: %v", vals)
 	}
 	rs := &c.metrics[0].rs
-	if rs.index.len() != 10 || len(rs.groups) != 10 {
-		t.Fatalf("cache after first read: %d keys, %d series, want 10 and 10", rs.index.len(), len(rs.groups))
+	if rs.index.len() != 10 || rs.cached != 10 {
+		t.Fatalf("cache after first read: %d keys, %d series, want 10 and 10", rs.index.len(), rs.cached)
 	}
 	for dev := uint32(0); dev < 8; dev++ {
 		if err := m.Delete(key(1, dev)); err != nil {
@@ -107,8 +107,8 @@ func TestCacheFollowsMap(t *testing.T) {
 	if !sameValues(vals, want) {
 		t.Errorf("after delete: %v, want %v", vals, want)
 	}
-	if rs.index.len() != 2 || len(rs.groups) != 2 {
-		t.Errorf("cache after delete: %d keys, %d series, want 2 and 2", rs.index.len(), len(rs.groups))
+	if rs.index.len() != 2 || rs.cached != 2 {
+		t.Errorf("cache after delete: %d keys, %d series, want 2 and 2", rs.index.len(), rs.cached)
 	}
 }
 
@@ -360,8 +360,8 @@ func TestCompact(t *testing.T) {
 	}
 	got, _, _ := counters(t, c)
 	rs := &c.metrics[0].rs
-	if len(got) != 100 || rs.index.len() != 100 || len(rs.entries) != 100 || rs.peak != 100 {
-		t.Fatalf("after shrink: %d series, %d keys, %d entries, peak %d", len(got), rs.index.len(), len(rs.entries), rs.peak)
+	if len(got) != 100 || rs.index.len() != 100 || len(rs.esid) != 100 || rs.peak != 100 {
+		t.Fatalf("after shrink: %d series, %d keys, %d entries, peak %d", len(got), rs.index.len(), len(rs.esid), rs.peak)
 	}
 	put(t, m, key(1, 1), 5)
 	got, _, _ = counters(t, c)

@@ -149,6 +149,7 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		}
 		if mp.TTL > 0 {
 			met.exp = newExpiry(mp.TTL, r, met.valueSum, mp.Kind == KindGauge)
+			met.rs.ttl = true
 		}
 		c.metrics = append(c.metrics, met)
 	}
@@ -233,7 +234,7 @@ func (c *Config) read() *Snapshot {
 		entries += n
 		if m := ms[0]; m.perf != nil && err == nil {
 			if k := m.perf.overflow(); k > 0 {
-				m.rs.overflowSeries().value += k
+				m.rs.value[m.rs.overflowSeries()] += k
 				m.rs.dropped++
 			}
 		}
@@ -280,7 +281,8 @@ func (m *metric) addSeen(key []byte, v uint64) {
 }
 
 // end finishes a read: that of the decode cache (see series.go) and, after
-// a complete read (ok) of a metric with a ttl, expiry.
+// a complete read (ok) of a metric with a ttl, expiry. Then it rebuilds
+// the cache if it holds mostly dead rows.
 func (m *metric) end(ok bool) {
 	m.endCache(ok)
 	if ok && m.exp != nil {
@@ -288,6 +290,7 @@ func (m *metric) end(ok bool) {
 			m.expired.Add(uint64(n))
 		}
 	}
+	m.rs.compactIfSparse()
 }
 
 // noteOverflow records the entries that the read added to the overflow

@@ -54,23 +54,24 @@ func (m *metric) entry(key, val []byte) {
 // its series.
 func (m *metric) add(key []byte, v uint64) {
 	s := m.series(key)
-	if s == nil {
+	if s < 0 {
 		return
 	}
+	rs := &m.rs
 	if !m.Histogram {
-		s.value += v
+		rs.value[s] += v
 		return
 	}
 	slot := readUint(key[m.BucketOff : m.BucketOff+m.BucketSize])
 	switch i := m.Buckets.Slot(slot); {
 	case i == -2:
-		s.sum += v
+		rs.sum[s] += v
 	case i >= 0:
-		s.perBucket[i] += v
-		s.count += v
+		rs.bk[int(s)*rs.nb+i] += v
+		rs.value[s] += v
 	case i == -3: // left out (Buckets.LeaveOut)
 	default:
-		s.count += v // only in +Inf
+		rs.value[s] += v // only in +Inf
 	}
 }
 
