@@ -59,9 +59,18 @@ type benchProcess struct {
 // loopback port, and waits until /metrics answers 200 with no config still
 // loading. The process gets SIGTERM at cleanup.
 func startBenchProcess(b *testing.B, bin string, args ...string) *benchProcess {
+	return startBenchProcessEnv(b, nil, bin, args...)
+}
+
+// startBenchProcessEnv is startBenchProcess with env (KEY=value) added to
+// the process's environment.
+func startBenchProcessEnv(b *testing.B, env []string, bin string, args ...string) *benchProcess {
 	addr := fmt.Sprintf("127.0.0.1:%d", benchFreePort(b))
 	p := &benchProcess{url: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1), lastID: lastMapID(b)}
 	p.cmd = exec.Command(bin, append(args, "--web.listen-address="+addr)...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout = p.logs
 	p.cmd.Stderr = p.logs
 	if os.Getenv("KE_BENCH_STDERR") != "" {

@@ -1,0 +1,158 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkMemory measures what a big map costs the exporter's process:
+// its peak resident memory (VmHWM), the peak of its Go heap, and the time
+// of its first scrape against the later ones. Per map size (KE_BENCH_KEYS,
+// default 100k and 1M keys) it starts our binary and, when REF_EXPORTER
+// names it, the reference exporter, each in a process of its own, on the
+// fixture of BenchmarkHTTPScrape (one counter, two uint labels, every key
+// its own series), fills the map, and then scrapes the text format without
+// compression: once cold (the first read after start decodes every key),
+// then KE_BENCH_SCRAPES more times (default 3). Every scrape must carry
+// every key, with the exact sum of the values the map holds.
+//
+// Metrics: VmHWM-MiB (after the last scrape), heap-peak-MiB (the largest
+// Go heap at the start of a GC cycle in GODEBUG=gctrace=1's trace: the heap
+// the GC let grow before collecting; both exporters are Go programs),
+// first-ms, later-ms (median of the later scrapes) and first/later;
+// tools/bench-memory.sh prints them beside the reference's with the
+// ratios. first-cpu-ms and later-cpu-ms are the exporter process's CPU
+// time (utime + stime) during the scrapes: on a busy machine the wall
+// times grow with the load, the CPU times much less. It is a benchmark,
+// run by hand (make bench-memory), not a timed test:
+//
+//	REF_EXPORTER=/tmp/ref/ebpf_exporter go test -run '^$' -bench '^BenchmarkMemory$' -benchtime 1x -timeout 60m ./integration/
+func BenchmarkMemory(b *testing.B) {
+	clang := benchNeedTool(b, "clang-19")
+	ref := os.Getenv("REF_EXPORTER")
+	scrapes := 3
+	if v, err := strconv.Atoi(os.Getenv("KE_BENCH_SCRAPES")); err == nil && v > 0 {
+		scrapes = v
+	}
+	sizes := []int{100_000, 1_000_000}
+	if os.Getenv("KE_BENCH_KEYS") != "" {
+		sizes = benchKeys(b)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			benchCompile(b, clang, dir, n)
+			if err := os.WriteFile(filepath.Join(dir, "bigmap.yaml"), []byte(bigmapYAML), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.Run("ours", func(b *testing.B) {
+				benchMemory(b, n, scrapes, binary, "--config.dir="+dir, "--config.names=bigmap", "--programs=none")
+			})
+			if ref == "" {
+				return
+			}
+			b.Run("ref", func(b *testing.B) {
+				benchMemory(b, n, scrapes, ref, "--config.dir="+dir, "--config.names=bigmap")
+			})
+		})
+	}
+}
+
+// benchMemory starts bin with args and GODEBUG=gctrace=1, fills its map
+// with n keys, scrapes it once cold and then scrapes more times, checking
+// every scrape, and reports the figures of BenchmarkMemory.
+func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
+	if b.N > 1 {
+		b.Skip("one run per process: use -benchtime 1x")
+	}
+	p := startBenchProcessEnv(b, []string{"GODEBUG=gctrace=1"}, bin, args...)
+	m := findBigmap(b, p, n)
+	fillBigmap(b, m, n)
+	m.Close()
+	// The sum fillBigmap put in the map: key i holds i*7919 + 1.
+	want := uint64(n) + 7919*uint64(n)*uint64(n-1)/2
+	client := &http.Client{
+		Timeout:   10 * time.Minute,
+		Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1},
+	}
+	defer client.CloseIdleConnections()
+	f := scrapeFormats[0] // text, no compression
+	pid := p.cmd.Process.Pid
+	var times, cpus []time.Duration
+	b.ResetTimer()
+	for i := 0; i <= scrapes; i++ {
+		before := cpuTicks(b, pid)
+		body, d, err := scrape(client, p.url, f)
+		// USER_HZ is 100: a tick is 10 ms.
+		cpus = append(cpus, time.Duration(cpuTicks(b, pid)-before)*10*time.Millisecond)
+		if err != nil {
+			b.Fatalf("%v\n%s", err, p.logs)
+		}
+		series, sum, err := sumText(body)
+		if err != nil || series != n || sum != want {
+			b.Fatalf("scrape %d: %d bigmap_total series summing to %d (error %v), want %d summing to %d", i, series, sum, err, n, want)
+		}
+		times = append(times, d)
+	}
+	b.StopTimer()
+	first, later := times[0], slices.Clone(times[1:])
+	slices.Sort(later)
+	med := later[len(later)/2]
+	laterCPU := slices.Clone(cpus[1:])
+	slices.Sort(laterCPU)
+	medCPU := laterCPU[len(laterCPU)/2]
+	b.ReportMetric(float64(p.vmHWM(b))/1024, "VmHWM-MiB")
+	b.ReportMetric(float64(gcHeapPeak(p.logs.String())), "heap-peak-MiB")
+	b.ReportMetric(ms(first), "first-ms")
+	b.ReportMetric(ms(med), "later-ms")
+	b.ReportMetric(float64(first)/float64(med), "first/later")
+	b.ReportMetric(ms(cpus[0]), "first-cpu-ms")
+	b.ReportMetric(ms(medCPU), "later-cpu-ms")
+}
+
+// sumText returns the number of bigmap_total samples of a text exposition
+// and the sum of their values, which must be integers.
+func sumText(body []byte) (int, uint64, error) {
+	n := 0
+	var sum uint64
+	for line := range bytes.Lines(body) {
+		if !bytes.Contains(line, []byte("bigmap_total{")) || bytes.HasPrefix(line, []byte("#")) {
+			continue
+		}
+		f := strings.Fields(string(line))
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil || v != float64(uint64(v)) {
+			return n, sum, fmt.Errorf("sample %q: not an integer value", line)
+		}
+		sum += uint64(v)
+		n++
+	}
+	return n, sum, nil
+}
+
+// gcTrace matches the heap sizes of a GODEBUG=gctrace=1 line: at the start
+// of the cycle, at its end, and live ("12->13->6 MB").
+var gcTrace = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
+
+// gcHeapPeak returns the largest heap (MiB) at the start or end of a GC
+// cycle in a gctrace, 0 when it has none.
+func gcHeapPeak(trace string) int {
+	peak := 0
+	for _, m := range gcTrace.FindAllStringSubmatch(trace, -1) {
+		for _, s := range m[1:3] {
+			if v, _ := strconv.Atoi(s); v > peak {
+				peak = v
+			}
+		}
+	}
+	return peak
+}
