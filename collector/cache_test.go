@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -367,5 +368,69 @@ func TestCompact(t *testing.T) {
 	got, _, _ = counters(t, c)
 	if len(got) != 101 || got["dev=1,op=read"] != 5 || got["dev=99,op=write"] != 1 {
 		t.Fatalf("after compact: %d series, %v %v", len(got), got["dev=1,op=read"], got["dev=99,op=write"])
+	}
+}
+
+// listSource hands a read its entries as listed, duplicates included (the
+// per-key iteration lists keys again when it starts over).
+type listSource struct{ keys [][]byte }
+
+func (s listSource) eachRaw(fn func(key, val []byte)) (int, error) {
+	for i, k := range s.keys {
+		fn(k, binary.NativeEndian.AppendUint64(nil, uint64(i+1)))
+	}
+	return len(s.keys), nil
+}
+
+// TestDuplicateKeys reads a key listed twice, in the first read (whose
+// keys are indexed at its end, see readState.settle) and in the next:
+// its values add up in one series, never in two series with one label
+// set, for an injective metric (a series per key) and for another.
+func TestDuplicateKeys(t *testing.T) {
+	const pairYAML = `metrics:
+  counters:
+    - name: ops_total
+      help: ops
+      labels:
+        - {name: op, size: 4, decoders: [{name: uint}]}
+        - {name: dev, size: 4, decoders: [{name: uint}]}
+`
+	for _, tc := range []struct {
+		name, yaml, k1, k2 string
+	}{
+		{"injective", pairYAML, "dev=7,op=1", "dev=8,op=2"},
+		{"static_map", counterYAML, "dev=7,op=read", "dev=8,op=write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := cacheFixture(t, tc.yaml, 100, opsSpec)
+			if inj := c.metrics[0].rs.injective; inj != (tc.name == "injective") {
+				t.Fatalf("injective = %v", inj)
+			}
+			// Values 1, 2, 3, 4: key(1, 7) has 1 + 3.
+			c.reads[0].reader = listSource{[][]byte{key(1, 7), key(2, 8), key(1, 7), key(3, 9)}}
+			want := map[string]float64{tc.k1: 4, tc.k2: 2, "dev=9,op=3": 4}
+			if tc.name != "injective" {
+				want = map[string]float64{tc.k1: 4, tc.k2: 2, "dev=9,op=read": 4}
+			}
+			for read := 1; read <= 2; read++ {
+				snap := c.Read()
+				f := snap.Families[0]
+				got := map[string]float64{}
+				for i := range f.Len() {
+					v := f.LabelValues(i)
+					k := "dev=" + v[1] + ",op=" + v[0]
+					if _, dup := got[k]; dup {
+						t.Fatalf("read %d: two series %s", read, k)
+					}
+					got[k] = f.Value(i)
+				}
+				if !sameValues(got, want) {
+					t.Errorf("read %d: %v, want %v", read, got, want)
+				}
+				if n := c.metrics[0].rs.index.len(); n != 3 {
+					t.Errorf("read %d: %d keys cached, want 3", read, n)
+				}
+			}
+		})
 	}
 }

@@ -248,11 +248,13 @@ func (c *Config) read() *Snapshot {
 			if err != nil {
 				c.counted[i] = -1
 				f.Err = err
+				m.rs.settle()
 				m.end(false)
 			} else {
 				if m.exp != nil {
 					m.exp.eachCarried(m.rs.gen, m.addSeen)
 				}
+				m.rs.settle()
 				if m.Histogram {
 					m.emitHistograms(f)
 				} else {

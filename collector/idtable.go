@@ -105,12 +105,37 @@ func (t *idTable) remove(h uint64, id int32) {
 	t.n--
 }
 
-// reset empties the table, keeping at most room for n keys.
-func (t *idTable) reset(n int) {
-	if len(t.slots) > 0 && len(t.slots) <= max(8, 2*n) {
-		clear(t.slots)
-	} else {
-		t.slots, t.shift = nil, 0
+// reserve empties the table and sizes it for n ids.
+func (t *idTable) reserve(n int) {
+	size := 8
+	for size*3 < (n+1)*4 {
+		size *= 2
 	}
+	t.slots = make([]uint64, size)
+	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	t.n = 0
+}
+
+// regionSort returns v, values whose high 32 bits are a hash as the table
+// keeps it (see insert), ordered by the region of 512 slots (4 KiB) of the
+// table their home lies in: inserting them in that order touches the
+// table one region after the other instead of at random, so that a
+// table larger than the CPU's caches fills at the speed of memory.
+func (t *idTable) regionSort(v []uint64) []uint64 {
+	log := 64 - int(t.shift)
+	rb := max(log-9, 0) // bits of the region number
+	count := make([]int, 1<<rb+1)
+	for _, x := range v {
+		count[t.homeOf(x)>>(log-rb)+1]++
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	out := make([]uint64, len(v))
+	for _, x := range v {
+		r := t.homeOf(x) >> (log - rb)
+		out[count[r]] = x
+		count[r]++
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"slices"
 
 	"github.com/kernel-exporter/kernel_exporter/decoder"
 )
@@ -46,6 +47,7 @@ const (
 	sLive    uint8 = 1 << iota // in use (else on the free list)
 	sCached                    // has a cached key: kept across reads while a read touches it
 	sDropped                   // over max_series in the read that last touched it
+	sIndexed                   // in readState.sets
 )
 
 // readState is a metric's decoding and aggregation state. The cache holds
@@ -69,6 +71,15 @@ type readState struct {
 	efree []int32
 	index idTable // key → entry
 	peak  int     // largest index.len() since the slabs were last rebuilt
+	// A read that starts with an empty cache (the first one) knows that
+	// every key is new: it neither looks keys up nor indexes them while
+	// it runs (deferred; pending counts its new entries), and settle
+	// indexes them all at its end, region by region of the table rather
+	// than at random, which is most of what a first read costs beyond a
+	// later one. Not for histograms, whose bucket keys share their key
+	// without the bucket, nor with a ttl (expiry keeps series numbers).
+	deferred bool
+	pending  int
 
 	// The series. Series s has the label set ref[s] in arena, its totals
 	// for the read sgen[s] (value: a counter's total, a histogram's
@@ -85,11 +96,18 @@ type readState struct {
 	bk       []uint64
 	busy     []uint32
 	sfree    []int32
-	sets     idTable // label set → series, for every live series but over
+	sets     idTable // label set → series (sIndexed), see injective
 	cached   int     // series with sCached
 	uncached []int32 // series made by this read for uncached keys
 	over     int32   // the overflow series; noSeries until first used
 	ttl      bool    // keep busy
+	// injective: the labels cover the key (without its bucket field) and
+	// every chain gives distinct bytes distinct values (uint, hex): two
+	// keys have the same label set only if they are the same key. The
+	// series of a cached key then needs no lookup in sets (the key cache
+	// finds it) and is not indexed there; that saves a random access per
+	// new key, most of the first read's extra cost.
+	injective bool
 
 	active  []int32 // series exported by this read, in first-seen order
 	gen     uint64
@@ -138,6 +156,17 @@ func newReadState(mp *MetricPlan, limit int, config string) readState {
 	if mp.Histogram {
 		rs.kl = mp.BucketOff
 	}
+	covered := make([]bool, rs.kl)
+	rs.injective = true
+	for _, l := range mp.Labels {
+		rs.injective = rs.injective && l.Chain.Injective()
+		for b := l.Off; b < l.Off+l.Size && b < rs.kl; b++ {
+			covered[b] = true
+		}
+	}
+	for _, c := range covered {
+		rs.injective = rs.injective && c
+	}
 	for i, l := range mp.Labels {
 		rs.names[i] = l.Name
 		for _, name := range l.Chain.Names() {
@@ -166,6 +195,76 @@ func (m *metric) begin() {
 	rs.active = rs.active[:0]
 	rs.seen, rs.touched, rs.dropped = 0, 0, 0
 	rs.curIdx, rs.cursor = rs.curIdx[:0], 0
+	rs.deferred = rs.index.len() == 0 && !rs.ttl && !m.Histogram
+}
+
+// settle ends the deferred indexing of a read (see readState.deferred):
+// it indexes the entries the read added, and folds into the first one
+// any second entry of a key. A batch read lists a key once, but the
+// per-key iteration starts again from the first key when the key it
+// stands on is deleted. Call it after the read's last entry, before its
+// series are emitted.
+func (rs *readState) settle() {
+	if !rs.deferred {
+		return
+	}
+	rs.deferred = false
+	n := rs.pending
+	rs.pending = 0
+	if n == 0 {
+		return
+	}
+	rs.index.reserve(n)
+	v := make([]uint64, 0, n) // 32 bits of the key's hash << 32 | entry
+	for e, s := range rs.esid {
+		if s != noSeries {
+			h := maphash.Bytes(rs.seed, rs.keys[e*rs.kl:(e+1)*rs.kl])
+			v = append(v, uint64(uint32(h))<<32|uint64(e))
+		}
+	}
+	for _, x := range rs.index.regionSort(v) {
+		e := int32(uint32(x))
+		k := rs.keys[int(e)*rs.kl : int(e+1)*rs.kl]
+		if d := rs.index.find(x>>32, func(d int32) bool { return rs.keyIs(d, k) }); d >= 0 {
+			rs.mergeDup(d, e)
+			continue
+		}
+		rs.index.insert(x>>32, e)
+	}
+}
+
+// mergeDup folds entry e, a second entry of the key of entry d made by
+// the same deferred read, into d: an injective metric made a series for
+// each, whose totals go to d's (or to the overflow series, where d's
+// went). Other metrics found d's series for both.
+func (rs *readState) mergeDup(d, e int32) {
+	s0, s1 := rs.esid[d], rs.esid[e]
+	if s1 >= 0 && s1 != s0 {
+		if rs.sflag[s1]&sDropped == 0 {
+			if to := s0; to >= 0 {
+				if rs.sflag[to]&sDropped != 0 {
+					to = rs.overflowSeries()
+				}
+				rs.value[to] += rs.value[s1]
+				if rs.nb > 0 {
+					rs.sum[to] += rs.sum[s1]
+					for i, b := range rs.bk[int(s1)*rs.nb : int(s1+1)*rs.nb] {
+						rs.bk[int(to)*rs.nb+i] += b
+					}
+				}
+			}
+			if i := slices.Index(rs.active, s1); i >= 0 {
+				rs.active = slices.Delete(rs.active, i, i+1)
+			}
+		}
+		if rs.sflag[s1]&sCached != 0 {
+			rs.touched--
+		}
+		rs.freeSeries(s1)
+	}
+	rs.esid[e] = noSeries
+	rs.efree = append(rs.efree, e)
+	rs.seen--
 }
 
 // endCache finishes a read of the decode cache. After a complete read (ok),
@@ -231,7 +330,7 @@ func (rs *readState) compact() {
 		}
 		rec := record(old.arena.chunks, old.ref[s])
 		ns := rs.newSeries(rec, f)
-		if int32(s) != old.over {
+		if f&sIndexed != 0 {
 			rs.sets.insert(maphash.Bytes(rs.seed, rec), ns)
 		}
 		remap[s] = ns
@@ -278,13 +377,15 @@ func (m *metric) series(key []byte) int32 {
 	}
 	gen := uint32(rs.gen)
 	idx := int32(-1)
-	if j := rs.cursor; j < len(rs.lastIdx) {
+	if rs.deferred {
+		// The first read: every key is new (see settle).
+	} else if j := rs.cursor; j < len(rs.lastIdx) {
 		if e := rs.lastIdx[j]; e >= 0 && rs.esid[e] != noSeries && rs.keyIs(e, lk) {
 			idx = e
 			rs.cursor = j + 1
 		}
 	}
-	if idx < 0 && len(lk) == rs.kl {
+	if idx < 0 && len(lk) == rs.kl && !rs.deferred {
 		if e := rs.findKey(lk); e >= 0 {
 			idx = e
 			rs.cursor = int(rs.epos[e]) + 1
@@ -301,13 +402,13 @@ func (m *metric) series(key []byte) int32 {
 		s = rs.esid[idx]
 	} else {
 		var cache bool
-		s, cache = m.decode(lk, rs.index.len() < rs.limit && len(lk) == rs.kl)
+		s, cache = m.decode(lk, rs.index.len()+rs.pending < rs.limit && len(lk) == rs.kl)
 		if cache {
 			idx = rs.newEntry(lk, s, pos)
 			rs.seen++
 		}
 	}
-	rs.curIdx = append(rs.curIdx, idx)
+	rs.curIdx = append(grow(rs.curIdx, 1), idx)
 	rs.keySeries = noSeries
 	if s == skipSeries {
 		return noSeries
@@ -336,6 +437,16 @@ func (m *metric) series(key []byte) int32 {
 	return s
 }
 
+// grow returns s with room for n more elements, doubling its capacity
+// when it is full: append grows a large slice by a quarter, which copies
+// a slab about four times over while a first read fills it.
+func grow[T any](s []T, n int) []T {
+	if len(s)+n <= cap(s) {
+		return s
+	}
+	return slices.Grow(s, max(n, cap(s)))
+}
+
 // keyIs says whether entry e holds key k.
 func (rs *readState) keyIs(e int32, k []byte) bool {
 	return len(k) == rs.kl && bytes.Equal(rs.keys[int(e)*rs.kl:int(e+1)*rs.kl], k)
@@ -347,7 +458,7 @@ func (rs *readState) findKey(k []byte) int32 {
 }
 
 // newEntry caches key k (of rs.kl bytes) as seen at pos by this read, with
-// series s, and returns its entry.
+// series s, and returns its entry (indexed now, or by settle).
 func (rs *readState) newEntry(k []byte, s int32, pos int32) int32 {
 	gen := uint32(rs.gen)
 	var e int32
@@ -358,12 +469,16 @@ func (rs *readState) newEntry(k []byte, s int32, pos int32) int32 {
 		rs.esid[e], rs.eseen[e], rs.epos[e] = s, gen, pos
 	} else {
 		e = int32(len(rs.esid))
-		rs.keys = append(rs.keys, k...)
-		rs.esid = append(rs.esid, s)
-		rs.eseen = append(rs.eseen, gen)
-		rs.epos = append(rs.epos, pos)
+		rs.keys = append(grow(rs.keys, len(k)), k...)
+		rs.esid = append(grow(rs.esid, 1), s)
+		rs.eseen = append(grow(rs.eseen, 1), gen)
+		rs.epos = append(grow(rs.epos, 1), pos)
 	}
-	rs.index.insert(maphash.Bytes(rs.seed, k), e)
+	if rs.deferred {
+		rs.pending++
+	} else {
+		rs.index.insert(maphash.Bytes(rs.seed, k), e)
+	}
 	return e
 }
 
@@ -388,16 +503,16 @@ func (rs *readState) newSeries(rec []byte, f uint8) int32 {
 		}
 	} else {
 		s = int32(len(rs.ref))
-		rs.ref = append(rs.ref, ref)
-		rs.sgen = append(rs.sgen, 0)
-		rs.sflag = append(rs.sflag, f)
-		rs.value = append(rs.value, 0)
+		rs.ref = append(grow(rs.ref, 1), ref)
+		rs.sgen = append(grow(rs.sgen, 1), 0)
+		rs.sflag = append(grow(rs.sflag, 1), f)
+		rs.value = append(grow(rs.value, 1), 0)
 		if rs.nb > 0 {
-			rs.sum = append(rs.sum, 0)
-			rs.bk = append(rs.bk, make([]uint64, rs.nb)...)
+			rs.sum = append(grow(rs.sum, 1), 0)
+			rs.bk = append(grow(rs.bk, rs.nb), make([]uint64, rs.nb)...)
 		}
 		if rs.ttl {
-			rs.busy = append(rs.busy, 0)
+			rs.busy = append(grow(rs.busy, 1), 0)
 		}
 	}
 	if f&sCached != 0 {
@@ -409,8 +524,9 @@ func (rs *readState) newSeries(rec []byte, f uint8) int32 {
 // freeSeries forgets series s. Its sDropped flag stays until the series
 // is reused, for expiry at the end of the read (see expire.go).
 func (rs *readState) freeSeries(s int32) {
-	rec := record(rs.arena.chunks, rs.ref[s])
-	rs.sets.remove(maphash.Bytes(rs.seed, rec), s)
+	if rs.sflag[s]&sIndexed != 0 {
+		rs.sets.remove(maphash.Bytes(rs.seed, record(rs.arena.chunks, rs.ref[s])), s)
+	}
 	rs.arena.release(rs.ref[s])
 	if rs.sflag[s]&sCached != 0 {
 		rs.cached--
@@ -449,7 +565,7 @@ func (rs *readState) activate(s int32) {
 		rs.sum[s] = 0
 		clear(rs.bk[int(s)*rs.nb : int(s+1)*rs.nb])
 	}
-	rs.active = append(rs.active, s)
+	rs.active = append(grow(rs.active, 1), s)
 }
 
 // decoderIndex returns the index in decErrs of a decoder name, or -1.
@@ -501,6 +617,9 @@ func (m *metric) decode(lk []byte, cached bool) (int32, bool) {
 	rs.rec = binary.AppendUvarint(rs.rec[:0], uint64(len(rs.buf)))
 	rs.rec = append(rs.rec, rs.buf...)
 	rec := rs.rec
+	if cached && rs.injective {
+		return rs.newSeries(rec, sLive|sCached), true
+	}
 	h := maphash.Bytes(rs.seed, rec)
 	s := rs.sets.find(h, func(s int32) bool { return bytes.Equal(record(rs.arena.chunks, rs.ref[s]), rec) })
 	if s >= 0 {
@@ -514,7 +633,7 @@ func (m *metric) decode(lk []byte, cached bool) (int32, bool) {
 		}
 		return s, cached
 	}
-	f := sLive
+	f := sLive | sIndexed
 	if cached {
 		f |= sCached
 	}

@@ -212,6 +212,23 @@ func NameOf(d Decoder) string {
 	return fmt.Sprintf("%T", d)
 }
 
+// Injective says that the chain gives distinct inputs distinct values: it
+// is one uint or hex decoder of a raw field (the decimal or hex text of the
+// field's bytes). A caller may then take the identity of a label set from
+// the key's bytes alone.
+func (c Chain) Injective() bool {
+	if len(c) != 1 {
+		return false
+	}
+	switch d := c[0].(type) {
+	case *uintDecoder:
+		return true
+	case *hexDecoder:
+		return d.size != textInput
+	}
+	return false
+}
+
 // Names returns the distinct names of the chain's decoders, in chain order.
 func (c Chain) Names() []string {
 	var names []string
