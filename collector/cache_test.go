@@ -434,3 +434,39 @@ func TestDuplicateKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestLongLabelValues reads label values of 127, 128 and 300 bytes, whose
+// lengths take one and two bytes in the label set's record.
+func TestLongLabelValues(t *testing.T) {
+	names := map[uint32]string{1: strings.Repeat("a", 127), 2: strings.Repeat("b", 128), 3: strings.Repeat("c", 300)}
+	y := fmt.Sprintf(`metrics:
+  counters:
+    - name: ops_total
+      help: ops
+      labels:
+        - name: op
+          size: 4
+          decoders:
+            - name: uint
+            - name: static_map
+              static_map: {1: %s, 2: %s, 3: %s}
+        - {name: dev, size: 4, decoders: [{name: uint}]}
+`, names[1], names[2], names[3])
+	c, m := cacheFixture(t, y, 100, opsSpec)
+	for op := uint32(1); op <= 3; op++ {
+		put(t, m, key(op, 1000+op), uint64(op))
+	}
+	for read := 1; read <= 2; read++ {
+		f := c.Read().Families[0]
+		if f.Len() != 3 {
+			t.Fatalf("read %d: %d series, want 3", read, f.Len())
+		}
+		for i := range f.Len() {
+			v := f.LabelValues(i)
+			op := uint32(f.Value(i))
+			if v[0] != names[op] || v[1] != fmt.Sprint(1000+op) {
+				t.Errorf("read %d: series %d has labels of %d and %q, want %d bytes and %d", read, i, len(v[0]), v[1], len(names[op]), 1000+op)
+			}
+		}
+	}
+}

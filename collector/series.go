@@ -603,7 +603,13 @@ func (m *metric) decode(lk []byte, cached bool) (int32, bool) {
 	rs := &m.rs
 	rs.buf = rs.buf[:0]
 	for _, l := range m.Labels {
-		out, settled, err := l.Chain.DecodeSettled(lk[l.Off : l.Off+l.Size])
+		// The value's length goes before it: one byte, unless it is
+		// 128 bytes or more.
+		at := len(rs.buf)
+		rs.buf = append(rs.buf, 0)
+		var settled bool
+		var err error
+		rs.buf, settled, err = l.Chain.AppendSettled(rs.buf, lk[l.Off:l.Off+l.Size])
 		if err != nil {
 			if errors.Is(err, decoder.ErrSkip) {
 				return skipSeries, cached
@@ -611,8 +617,15 @@ func (m *metric) decode(lk []byte, cached bool) (int32, bool) {
 			return rs.failure(err), cached
 		}
 		cached = cached && settled
-		rs.buf = binary.AppendUvarint(rs.buf, uint64(len(out)))
-		rs.buf = append(rs.buf, out...)
+		if n := len(rs.buf) - at - 1; n < 0x80 {
+			rs.buf[at] = byte(n)
+		} else {
+			var lb [binary.MaxVarintLen64]byte
+			k := binary.PutUvarint(lb[:], uint64(n))
+			rs.buf = append(rs.buf, lb[:k-1]...)
+			copy(rs.buf[at+k:], rs.buf[at+1:at+1+n])
+			copy(rs.buf[at:], lb[:k])
+		}
 	}
 	rs.rec = binary.AppendUvarint(rs.rec[:0], uint64(len(rs.buf)))
 	rs.rec = append(rs.rec, rs.buf...)
