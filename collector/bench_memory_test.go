@@ -15,25 +15,17 @@ import (
 // pairKey is the key of the issue's scrape benchmark: two u32 labels.
 type pairKey struct{ A, B uint32 }
 
-// BenchmarkReadMemory reads a hash map of n entries keyed by two u32
-// labels (uint decoders), every entry its own series, and reports the time
-// per read, the time of the first read (first-ms: it decodes every key
-// and fills the cache) and the Go heap the collector keeps between reads
-// (the decode cache and the last snapshot, after a GC): heap-B/key is what
-// a key costs between scrapes. A read allocates more while it runs (its new snapshot),
-// and the Go GC lets the heap grow to twice the live heap (GOGC=100)
-// before collecting: the process's peak is about twice this.
-func BenchmarkReadMemory(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
-			benchNeedRoot(b)
-			keys := make([]pairKey, n)
-			values := make([]uint64, n)
-			for i := range keys {
-				keys[i] = pairKey{A: uint32(i / 1000), B: uint32(i % 1000)}
-				values[i] = uint64(i%1000 + 1)
-			}
-			y := `metrics:
+// pairCollector returns a Config of a hash map of n entries keyed by two
+// u32 labels (uint decoders), every entry its own series, as the HTTP
+// benchmarks' fixture: key i is {i / 1000, i % 1000}.
+func pairCollector(b *testing.B, n int) *Config {
+	keys := make([]pairKey, n)
+	values := make([]uint64, n)
+	for i := range keys {
+		keys[i] = pairKey{A: uint32(i / 1000), B: uint32(i % 1000)}
+		values[i] = uint64(i%1000 + 1)
+	}
+	y := `metrics:
   counters:
     - name: bench_pairs_total
       help: pairs
@@ -42,12 +34,25 @@ func BenchmarkReadMemory(b *testing.B) {
         - {name: a, size: 4, decoders: [{name: uint}]}
         - {name: b, size: 4, decoders: [{name: uint}]}
 `
-			spec := benchMapSpec[pairKey]("bench_pairs_total", n)
+	return newBenchCollector(b, y, benchMapSpec[pairKey]("bench_pairs_total", n), keys, values)
+}
+
+// BenchmarkReadMemory reads a hash map of n entries keyed by two u32
+// labels (uint decoders), every entry its own series, and reports the time
+// per read, the time of the first read (first-ms: it decodes every key
+// and fills the cache) and the Go heap the collector keeps between reads
+// (the decode cache and the last snapshot, after a GC): heap-B/key is what
+// a key costs between scrapes. A read allocates more while it runs (its
+// new snapshot), and the Go GC lets the heap grow to twice the live heap
+// (GOGC=100) before collecting: the process's peak is about twice this.
+func BenchmarkReadMemory(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			benchNeedRoot(b)
 			var before runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			c := newBenchCollector(b, y, spec, keys, values)
-			keys, values = nil, nil
+			c := pairCollector(b, n)
 			start := time.Now()
 			snap := c.Read() // decodes every key; later reads find them cached
 			first := time.Since(start)
@@ -81,22 +86,7 @@ func BenchmarkFirstRead(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			benchNeedRoot(b)
-			keys := make([]pairKey, n)
-			values := make([]uint64, n)
-			for i := range keys {
-				keys[i] = pairKey{A: uint32(i / 1000), B: uint32(i % 1000)}
-				values[i] = uint64(i%1000 + 1)
-			}
-			y := `metrics:
-  counters:
-    - name: bench_pairs_total
-      help: pairs
-      max_series: 1000000
-      labels:
-        - {name: a, size: 4, decoders: [{name: uint}]}
-        - {name: b, size: 4, decoders: [{name: uint}]}
-`
-			c := newBenchCollector(b, y, benchMapSpec[pairKey]("bench_pairs_total", n), keys, values)
+			c := pairCollector(b, n)
 			var first, later, firstCPU, laterCPU time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

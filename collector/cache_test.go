@@ -439,16 +439,7 @@ func TestDuplicateKeys(t *testing.T) {
 // lengths take one and two bytes in the label set's record.
 func TestLongLabelValues(t *testing.T) {
 	names := map[uint32]string{1: strings.Repeat("a", 127), 2: strings.Repeat("b", 128), 3: strings.Repeat("c", 300)}
-	y := fmt.Sprintf(`metrics:
-  counters:
-    - name: ops_total
-      help: ops
-      labels:
-        - name: op
-          size: 4
-          decoders:
-            - name: uint
-            - name: static_map
+	y := opsYAML + fmt.Sprintf(`            - name: static_map
               static_map: {1: %s, 2: %s, 3: %s}
         - {name: dev, size: 4, decoders: [{name: uint}]}
 `, names[1], names[2], names[3])

@@ -97,9 +97,6 @@ func BenchmarkHTTPScrape(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
 			benchCompile(b, clang, dir, n)
-			if err := os.WriteFile(filepath.Join(dir, "bigmap.yaml"), []byte(bigmapYAML), 0o644); err != nil {
-				b.Fatal(err)
-			}
 			b.Run("ours", func(b *testing.B) {
 				args := []string{"--config.dir=" + dir, "--config.names=bigmap", "--programs=none"}
 				if os.Getenv("KE_BENCH_PROFILE_DIR") != "" {

@@ -36,8 +36,11 @@ func benchNeedTool(b *testing.B, name string) string {
 }
 
 // benchCompile compiles testdata/bench/bigmap.bpf.c into dir/bigmap.bpf.o
-// with a map of n entries.
+// with a map of n entries, and writes its config, dir/bigmap.yaml.
 func benchCompile(b *testing.B, clang, dir string, n int) {
+	if err := os.WriteFile(filepath.Join(dir, "bigmap.yaml"), []byte(bigmapYAML), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	src := filepath.Join(repoRoot, "integration", "testdata", "bench", "bigmap.bpf.c")
 	args := append(append([]string{}, bpfCFlags...), "-I"+filepath.Join(repoRoot, "include"),
 		"-DBIGMAP_ENTRIES="+strconv.Itoa(n), "-c", src, "-o", filepath.Join(dir, "bigmap.bpf.o"))
@@ -162,7 +165,7 @@ func findBigmap(b *testing.B, p *benchProcess, n int) *ebpf.Map {
 				continue // gone since
 			}
 			info, err := m.Info()
-			if err == nil && info.Name == "bigmap_total" && info.MaxEntries == uint32(n) {
+			if err == nil && info.Name == "bigmap_total" && info.MaxEntries == uint32(n) && p.holdsMap(id) {
 				return m
 			}
 			m.Close()
@@ -172,6 +175,23 @@ func findBigmap(b *testing.B, p *benchProcess, n int) *ebpf.Map {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// holdsMap says whether the process has a file descriptor of map id (two
+// benchmarks may run at once, each with its own exporter and map).
+func (p *benchProcess) holdsMap(id ebpf.MapID) bool {
+	dir := fmt.Sprintf("/proc/%d/fdinfo", p.cmd.Process.Pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf("\nmap_id:\t%d\n", id)
+	for _, fd := range fds {
+		if b, err := os.ReadFile(filepath.Join(dir, fd.Name())); err == nil && strings.Contains(string(b), want) {
+			return true
+		}
+	}
+	return false
 }
 
 // fillBigmap puts n keys in m: key i is {a: i / 1000, b: i % 1000}, its

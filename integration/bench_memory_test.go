@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,9 +50,6 @@ func BenchmarkMemory(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
 			benchCompile(b, clang, dir, n)
-			if err := os.WriteFile(filepath.Join(dir, "bigmap.yaml"), []byte(bigmapYAML), 0o644); err != nil {
-				b.Fatal(err)
-			}
 			b.Run("ours", func(b *testing.B) {
 				benchMemory(b, n, scrapes, binary, "--config.dir="+dir, "--config.names=bigmap", "--programs=none")
 			})
