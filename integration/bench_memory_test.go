@@ -29,9 +29,9 @@ import (
 // the GC let grow before collecting; both exporters are Go programs),
 // first-ms, later-ms (median of the later scrapes) and first/later;
 // tools/bench-memory.sh prints them beside the reference's with the
-// ratios. first-cpu-ms and later-cpu-ms are the exporter process's CPU
-// time (utime + stime) during the scrapes: on a busy machine the wall
-// times grow with the load, the CPU times much less. It is a benchmark,
+// ratios. first-cpu-ms and later-cpu-ms are the CPU time of the
+// exporter's threads during the scrapes (schedstat, in nanoseconds): on a
+// busy machine the wall times grow with the load, the CPU times much less. It is a benchmark,
 // run by hand (make bench-memory), not a timed test:
 //
 //	REF_EXPORTER=/tmp/ref/ebpf_exporter go test -run '^$' -bench '^BenchmarkMemory$' -benchtime 1x -timeout 60m ./integration/
@@ -86,10 +86,9 @@ func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
 	var times, cpus []time.Duration
 	b.ResetTimer()
 	for i := 0; i <= scrapes; i++ {
-		before := cpuTicks(b, pid)
+		before := cpuTime(b, pid)
 		body, d, err := scrape(client, p.url, f)
-		// USER_HZ is 100: a tick is 10 ms.
-		cpus = append(cpus, time.Duration(cpuTicks(b, pid)-before)*10*time.Millisecond)
+		cpus = append(cpus, cpuTime(b, pid)-before)
 		if err != nil {
 			b.Fatalf("%v\n%s", err, p.logs)
 		}
@@ -113,6 +112,34 @@ func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
 	b.ReportMetric(float64(first)/float64(med), "first/later")
 	b.ReportMetric(ms(cpus[0]), "first-cpu-ms")
 	b.ReportMetric(ms(medCPU), "later-cpu-ms")
+}
+
+// cpuTime returns the CPU time of a process's threads so far, in
+// nanoseconds (the first field of each /proc/<pid>/task/<tid>/schedstat;
+// utime and stime count in 10 ms ticks).
+func cpuTime(b *testing.B, pid int) time.Duration {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		data, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(data))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			b.Fatalf("%s/%s/schedstat: %q", dir, t.Name(), data)
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
 }
 
 // sumText returns the number of bigmap_total samples of a text exposition

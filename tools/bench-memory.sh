@@ -48,33 +48,38 @@ else
 		-timeout 180m ./integration/) | tee "$OUT" >&2
 fi
 
-# BenchmarkMemory/keys=N/EXPORTER-P  1  x ns/op  v unit ...; runs in order,
-# ours before ref at each size.
+# BenchmarkMemory/keys=N/EXPORTER-P  1  x ns/op  v unit ...: with -count,
+# Go runs every line COUNT times in a row; run i of ours goes beside run i
+# of the reference.
 awk '
 /^BenchmarkMemory\/keys=/ {
 	split($1, p, "/"); sub(/^keys=/, "", p[2]); sub(/-[0-9]+$/, "", p[3])
-	delete v
-	for (i = 5; i < NF; i += 2) v[$(i + 1)] = $i
-	line = sprintf("%.0f | %.0f | %.0f | %.0f | %.0f | %.2f×", v["VmHWM-MiB"], v["heap-peak-MiB"], v["first-ms"], v["later-ms"], v["first-cpu-ms"], v["later-cpu-ms"] > 0 ? v["first-cpu-ms"] / v["later-cpu-ms"] : 0)
-	if (p[3] == "ours") { ours = line; oh = v["VmHWM-MiB"]; ohp = v["heap-peak-MiB"]; keys = p[2]; if (!haveRef) pending = 1; next }
-	if (p[3] == "ref") {
-		printf "| %d | %s | %s | %.3f× | %.3f× |\n", keys, ours, line, oh / v["VmHWM-MiB"], ohp / v["heap-peak-MiB"]
-		pending = 0
-	}
+	if (!(p[2] in seen)) { seen[p[2]] = 1; order[++nk] = p[2] }
+	k = p[2] SUBSEP p[3]; i = ++runs[k]
+	for (j = 5; j < NF; j += 2) v[k, i, $(j + 1)] = $j
+	if (p[3] == "ref") haveRef = 1
 }
-END {}
-' "$OUT" >"$OUT.ref.tmp" || true
-if [ -s "$OUT.ref.tmp" ]; then
-	echo "| keys | ours: VmHWM MiB | heap peak MiB | first scrape ms | later ms | first CPU ms | first/later CPU | reference: VmHWM MiB | heap peak MiB | first scrape ms | later ms | first CPU ms | first/later CPU | VmHWM ours/ref | heap peak ours/ref |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-	cat "$OUT.ref.tmp"
-else
-	echo "| keys | VmHWM MiB | heap peak MiB | first scrape ms | later ms | first CPU ms | later CPU ms |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|"
-	awk '/^BenchmarkMemory\/keys=.*\/ours/ {
-		split($1, p, "/"); sub(/^keys=/, "", p[2]); delete v
-		for (i = 5; i < NF; i += 2) v[$(i + 1)] = $i
-		printf "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", p[2], v["VmHWM-MiB"], v["heap-peak-MiB"], v["first-ms"], v["later-ms"], v["first-cpu-ms"], v["later-cpu-ms"]
-	}' "$OUT"
-fi
-rm -f "$OUT.ref.tmp"
+function cols(k, i) {
+	return sprintf("%.0f | %.0f | %.0f | %.0f | %.0f | %.0f", v[k, i, "VmHWM-MiB"], v[k, i, "heap-peak-MiB"], v[k, i, "first-ms"], v[k, i, "later-ms"], v[k, i, "first-cpu-ms"], v[k, i, "later-cpu-ms"])
+}
+END {
+	h = "VmHWM MiB | heap peak MiB | first scrape ms | later ms | first CPU ms | later CPU ms"
+	if (haveRef) {
+		ho = h; gsub(/\| /, "| ours: ", ho); hr = h; gsub(/\| /, "| ref: ", hr)
+		print "| keys | ours: " ho " | ref: " hr " | VmHWM ours/ref | first/later CPU ours |"
+		print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	} else {
+		print "| keys | " h " | first/later CPU |"
+		print "|---:|---:|---:|---:|---:|---:|---:|---:|"
+	}
+	for (a = 1; a <= nk; a++) {
+		o = order[a] SUBSEP "ours"; r = order[a] SUBSEP "ref"
+		for (i = 1; i <= runs[o]; i++) {
+			ratio = v[o, i, "later-cpu-ms"] > 0 ? sprintf("%.2f×", v[o, i, "first-cpu-ms"] / v[o, i, "later-cpu-ms"]) : "-"
+			if (haveRef && (r, i, "VmHWM-MiB") in v)
+				printf "| %d | %s | %s | %.3f× | %s |\n", order[a], cols(o, i), cols(r, i), v[o, i, "VmHWM-MiB"] / v[r, i, "VmHWM-MiB"], ratio
+			else if (!haveRef)
+				printf "| %d | %s | %s |\n", order[a], cols(o, i), ratio
+		}
+	}
+}' "$OUT"
