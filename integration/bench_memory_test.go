@@ -2,9 +2,12 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,7 +54,11 @@ func BenchmarkMemory(b *testing.B) {
 			dir := b.TempDir()
 			benchCompile(b, clang, dir, n)
 			b.Run("ours", func(b *testing.B) {
-				benchMemory(b, n, scrapes, binary, "--config.dir="+dir, "--config.names=bigmap", "--programs=none")
+				args := []string{"--config.dir=" + dir, "--config.names=bigmap", "--programs=none"}
+				if os.Getenv("KE_BENCH_PROFILE_DIR") != "" {
+					args = append(args, "--web.enable-pprof")
+				}
+				benchMemory(b, n, scrapes, binary, args...)
 			})
 			if ref == "" {
 				return
@@ -86,9 +93,11 @@ func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
 	var times, cpus []time.Duration
 	b.ResetTimer()
 	for i := 0; i <= scrapes; i++ {
+		prof := cpuProfile(p, fmt.Sprintf("cpu-%d-%d.pb.gz", n, i))
 		before := cpuTime(b, pid)
 		body, d, err := scrape(client, p.url, f)
 		cpus = append(cpus, cpuTime(b, pid)-before)
+		prof()
 		if err != nil {
 			b.Fatalf("%v\n%s", err, p.logs)
 		}
@@ -112,6 +121,33 @@ func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
 	b.ReportMetric(float64(first)/float64(med), "first/later")
 	b.ReportMetric(ms(cpus[0]), "first-cpu-ms")
 	b.ReportMetric(ms(medCPU), "later-cpu-ms")
+}
+
+// cpuProfile starts a CPU profile of the exporter, when
+// KE_BENCH_PROFILE_DIR is set (ours runs with --web.enable-pprof then),
+// and returns a function that waits for it and writes it to name there.
+// The profile lasts KE_BENCH_PROFILE_SECONDS (default 10): longer than a
+// scrape.
+func cpuProfile(p *benchProcess, name string) (wait func()) {
+	dir := os.Getenv("KE_BENCH_PROFILE_DIR")
+	if dir == "" || p.cmd.Path != binary {
+		return func() {}
+	}
+	secs := cmp.Or(os.Getenv("KE_BENCH_PROFILE_SECONDS"), "10")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(p.url + "/debug/pprof/profile?seconds=" + secs)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		if body, err := io.ReadAll(resp.Body); err == nil && resp.StatusCode == http.StatusOK {
+			_ = os.WriteFile(filepath.Join(dir, name), body, 0o644)
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // the profile has started
+	return func() { <-done }
 }
 
 // cpuTime returns the CPU time of a process's threads so far, in
