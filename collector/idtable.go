@@ -116,25 +116,26 @@ func (t *idTable) reserve(n int) {
 	t.n = 0
 }
 
-// regionSort returns v, values whose high 32 bits are a hash as the table
-// keeps it (see insert), ordered by the region of 512 slots (4 KiB) of the
-// table their home lies in: inserting them in that order touches the
-// table one region after the other instead of at random, so that a
-// table larger than the CPU's caches fills at the speed of memory.
-func (t *idTable) regionSort(v []uint64) []uint64 {
+// regionSort returns ids ordered by the region of 512 slots (4 KiB) of
+// the table where the home of their hash (tags[id], 32 bits as the table
+// keeps them, see insert) lies: inserting them in that order touches the
+// table one region after the other instead of at random, so that a table
+// larger than the CPU's caches fills at the speed of memory.
+func (t *idTable) regionSort(ids []int32, tags []uint32) []int32 {
 	log := 64 - int(t.shift)
 	rb := max(log-9, 0) // bits of the region number
+	region := func(id int32) int { return t.homeOf(uint64(tags[id])<<32) >> (log - rb) }
 	count := make([]int, 1<<rb+1)
-	for _, x := range v {
-		count[t.homeOf(x)>>(log-rb)+1]++
+	for _, id := range ids {
+		count[region(id)+1]++
 	}
 	for i := 1; i < len(count); i++ {
 		count[i] += count[i-1]
 	}
-	out := make([]uint64, len(v))
-	for _, x := range v {
-		r := t.homeOf(x) >> (log - rb)
-		out[count[r]] = x
+	out := make([]int32, len(ids))
+	for _, id := range ids {
+		r := region(id)
+		out[count[r]] = id
 		count[r]++
 	}
 	return out

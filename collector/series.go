@@ -215,21 +215,22 @@ func (rs *readState) settle() {
 		return
 	}
 	rs.index.reserve(n)
-	v := make([]uint64, 0, n) // 32 bits of the key's hash << 32 | entry
+	tags := make([]uint32, len(rs.esid)) // 32 bits of each entry's key hash
+	ids := make([]int32, 0, n)
 	for e, s := range rs.esid {
 		if s != noSeries {
-			h := maphash.Bytes(rs.seed, rs.keys[e*rs.kl:(e+1)*rs.kl])
-			v = append(v, uint64(uint32(h))<<32|uint64(e))
+			tags[e] = uint32(maphash.Bytes(rs.seed, rs.keys[e*rs.kl:(e+1)*rs.kl]))
+			ids = append(ids, int32(e))
 		}
 	}
-	for _, x := range rs.index.regionSort(v) {
-		e := int32(uint32(x))
+	for _, e := range rs.index.regionSort(ids, tags) {
+		h := uint64(tags[e])
 		k := rs.keys[int(e)*rs.kl : int(e+1)*rs.kl]
-		if d := rs.index.find(x>>32, func(d int32) bool { return rs.keyIs(d, k) }); d >= 0 {
+		if d := rs.index.find(h, func(d int32) bool { return rs.keyIs(d, k) }); d >= 0 {
 			rs.mergeDup(d, e)
 			continue
 		}
-		rs.index.insert(x>>32, e)
+		rs.index.insert(h, e)
 	}
 }
 
