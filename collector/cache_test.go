@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
@@ -459,5 +461,64 @@ func TestLongLabelValues(t *testing.T) {
 				t.Errorf("read %d: series %d has labels of %d and %q, want %d bytes and %d", read, i, len(v[0]), v[1], len(names[op]), 1000+op)
 			}
 		}
+	}
+}
+
+// TestOffHeapSlabs reads a map large enough for the read state's slabs to
+// be mapped outside the Go heap (offheap.go), shrinks it (the slabs are
+// rebuilt and the old mappings unmapped), grows it again, and checks the
+// sums at every step and that the mappings go once the config is
+// collected.
+func TestOffHeapSlabs(t *testing.T) {
+	const n = 40000
+	spec := &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: n}
+	y := strings.Replace(counterYAML, "      help: ops\n", "      help: ops\n      max_series: 50000\n", 1)
+	c, m := cacheFixture(t, y, n, spec)
+	keys := make([][8]byte, n)
+	vals := make([]uint64, n)
+	for i := range keys {
+		copy(keys[i][:], key(2, uint32(i)))
+		vals[i] = uint64(i)
+	}
+	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, want int) {
+		t.Helper()
+		got, _, _ := counters(t, c)
+		if len(got) != want {
+			t.Fatalf("%s: %d series, want %d", step, len(got), want)
+		}
+		for i := range want {
+			if v := got[fmt.Sprintf("dev=%d,op=write", i)]; v != float64(i) {
+				t.Fatalf("%s: dev %d = %v, want %d", step, i, v, i)
+			}
+		}
+	}
+	check("first read", n)
+	check("second read", n)
+	rs := &c.metrics[0].rs
+	mapped := len(rs.off.maps)
+	if mapped == 0 {
+		t.Fatal("no slab mapped outside the heap")
+	}
+	if _, err := m.BatchDelete(keys[100:], nil); err != nil {
+		t.Fatal(err)
+	}
+	check("after the shrink", 100)
+	if len(rs.off.maps) >= mapped {
+		t.Errorf("%d mappings after the rebuild, %d before: want fewer", len(rs.off.maps), mapped)
+	}
+	if _, err := m.BatchUpdate(keys[100:], vals[100:], nil); err != nil {
+		t.Fatal(err)
+	}
+	check("grown again", n)
+	off := rs.off
+	c, rs = nil, nil
+	for deadline := time.Now().Add(5 * time.Second); len(off.maps) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d mappings left 5 s after the config was dropped", len(off.maps))
+		}
+		runtime.GC()
 	}
 }

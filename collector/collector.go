@@ -3,6 +3,7 @@ package collector
 import (
 	"cmp"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,7 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		if mp.Histogram {
 			met.native = nativeLayout(rs.upper)
 		}
+		freeWith(met)
 		if mp.TTL > 0 {
 			met.exp = newExpiry(mp.TTL, r, met.valueSum, mp.Kind == KindGauge)
 			met.rs.ttl = true
@@ -272,6 +274,10 @@ func (c *Config) read() *Snapshot {
 	c.lastSeries.Store(int64(series))
 	return snap
 }
+
+// freeWith unmaps the slabs of m's read state once m is collected (see
+// offheap.go).
+func freeWith(m *metric) { runtime.AddCleanup(m, (*offHeap).free, m.rs.off) }
 
 // addSeen adds value v of key through expiry: v plus the key's carry, and
 // the key's idle state updated (see expire.go). Expiry also hands it the

@@ -16,7 +16,8 @@ import "math/bits"
 type idTable struct {
 	slots []uint64 // hash low 32 bits << 32 | id+1; 0: empty
 	n     int
-	shift uint // 64 - log2(len(slots))
+	shift uint     // 64 - log2(len(slots))
+	h     *offHeap // where large slot arrays live (nil: the Go heap)
 }
 
 func (t *idTable) len() int { return t.n }
@@ -70,13 +71,14 @@ func (t *idTable) homeOf(s uint64) int { return int((s >> 32) * 0x9e3779b97f4a7c
 func (t *idTable) grow() {
 	old := t.slots
 	size := max(2*len(old), 8)
-	t.slots = make([]uint64, size)
+	t.slots = makeOff[uint64](t.h, size)
 	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	for _, s := range old {
 		if s != 0 {
 			t.place(s)
 		}
 	}
+	releaseOff(t.h, old)
 }
 
 // remove deletes id, whose key has hash h, from the table.
@@ -111,31 +113,32 @@ func (t *idTable) reserve(n int) {
 	for size*3 < (n+1)*4 {
 		size *= 2
 	}
-	t.slots = make([]uint64, size)
+	releaseOff(t.h, t.slots)
+	t.slots = makeOff[uint64](t.h, size)
 	t.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	t.n = 0
 }
 
-// regionSort returns ids ordered by the region of 512 slots (4 KiB) of
-// the table where the home of their hash (tags[id], 32 bits as the table
-// keeps them, see insert) lies: inserting them in that order touches the
-// table one region after the other instead of at random, so that a table
-// larger than the CPU's caches fills at the speed of memory.
-func (t *idTable) regionSort(ids []int32, tags []uint32) []int32 {
+// regionSort returns v, values whose high 32 bits are a hash as the table
+// keeps it (see insert), ordered by the region of 512 slots (4 KiB) of the
+// table their home lies in: inserting them in that order touches the table
+// one region after the other instead of at random, so that a table larger
+// than the CPU's caches fills at the speed of memory. Both passes over v
+// read it in order, and the writes go to one cursor per region.
+func (t *idTable) regionSort(v []uint64) []uint64 {
 	log := 64 - int(t.shift)
 	rb := max(log-9, 0) // bits of the region number
-	region := func(id int32) int { return t.homeOf(uint64(tags[id])<<32) >> (log - rb) }
 	count := make([]int, 1<<rb+1)
-	for _, id := range ids {
-		count[region(id)+1]++
+	for _, x := range v {
+		count[t.homeOf(x)>>(log-rb)+1]++
 	}
 	for i := 1; i < len(count); i++ {
 		count[i] += count[i-1]
 	}
-	out := make([]int32, len(ids))
-	for _, id := range ids {
-		r := region(id)
-		out[count[r]] = id
+	out := make([]uint64, len(v))
+	for _, x := range v {
+		r := t.homeOf(x) >> (log - rb)
+		out[count[r]] = x
 		count[r]++
 	}
 	return out

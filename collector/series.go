@@ -58,6 +58,7 @@ const (
 type readState struct {
 	limit int
 	seed  maphash.Seed
+	off   *offHeap // where the slabs below live once large (offheap.go)
 
 	// The key cache. Entry e is the key keys[e*kl:(e+1)*kl] (the key
 	// without its bucket field), its series esid[e] (noSeries: a free
@@ -152,7 +153,9 @@ func newReadState(mp *MetricPlan, limit int, config string) readState {
 		over:      noSeries,
 		keySeries: noSeries,
 		kl:        mp.KeySize,
+		off:       newOffHeap(),
 	}
+	rs.index.h, rs.sets.h = rs.off, rs.off
 	if mp.Histogram {
 		rs.kl = mp.BucketOff
 	}
@@ -215,18 +218,19 @@ func (rs *readState) settle() {
 		return
 	}
 	rs.index.reserve(n)
-	tags := make([]uint32, len(rs.esid)) // 32 bits of each entry's key hash
-	ids := make([]int32, 0, n)
+	// 32 bits of each key's hash << 32 | its entry, in entry order, then
+	// in the order of the table's regions: both passes read and write
+	// memory in order, and so do the inserts.
+	v := make([]uint64, 0, n)
 	for e, s := range rs.esid {
 		if s != noSeries {
-			tags[e] = uint32(maphash.Bytes(rs.seed, rs.keys[e*rs.kl:(e+1)*rs.kl]))
-			ids = append(ids, int32(e))
+			h := maphash.Bytes(rs.seed, rs.keys[e*rs.kl:(e+1)*rs.kl])
+			v = append(v, uint64(uint32(h))<<32|uint64(e))
 		}
 	}
-	for _, e := range rs.index.regionSort(ids, tags) {
-		h := uint64(tags[e])
-		k := rs.keys[int(e)*rs.kl : int(e+1)*rs.kl]
-		if d := rs.index.find(h, func(d int32) bool { return rs.keyIs(d, k) }); d >= 0 {
+	for _, x := range rs.index.regionSort(v) {
+		e, h := int32(uint32(x)), x>>32
+		if d := rs.index.find(h, func(d int32) bool { return rs.keyIs(d, rs.keys[int(e)*rs.kl:int(e+1)*rs.kl]) }); d >= 0 {
 			rs.mergeDup(d, e)
 			continue
 		}
@@ -320,9 +324,9 @@ func (rs *readState) compact() {
 	old := *rs
 	n := len(rs.ref) - len(rs.sfree)
 	rs.arena = labelArena{}
-	rs.ref, rs.sgen, rs.sflag = make([]labelRef, 0, n), make([]uint32, 0, n), make([]uint8, 0, n)
-	rs.value, rs.sum, rs.bk, rs.busy, rs.sfree = make([]uint64, 0, n), nil, nil, nil, nil
-	rs.sets = idTable{}
+	rs.ref, rs.sgen, rs.sflag = makeOff[labelRef](rs.off, n)[:0], makeOff[uint32](rs.off, n)[:0], makeOff[uint8](rs.off, n)[:0]
+	rs.value, rs.sum, rs.bk, rs.busy, rs.sfree = makeOff[uint64](rs.off, n)[:0], nil, nil, nil, nil
+	rs.sets = idTable{h: rs.off}
 	rs.cached = 0
 	for s, f := range old.sflag {
 		remap[s] = noSeries
@@ -349,8 +353,9 @@ func (rs *readState) compact() {
 	}
 	// Then the key cache.
 	n = rs.index.len()
-	rs.keys, rs.esid, rs.eseen, rs.epos = make([]byte, 0, n*rs.kl), make([]int32, 0, n), make([]uint32, 0, n), make([]int32, 0, n)
-	rs.efree, rs.index = nil, idTable{}
+	rs.keys, rs.esid = makeOff[byte](rs.off, n*rs.kl)[:0], makeOff[int32](rs.off, n)[:0]
+	rs.eseen, rs.epos = makeOff[uint32](rs.off, n)[:0], makeOff[int32](rs.off, n)[:0]
+	rs.efree, rs.index = nil, idTable{h: rs.off}
 	for e, s := range old.esid {
 		if s == noSeries {
 			continue
@@ -364,6 +369,22 @@ func (rs *readState) compact() {
 	}
 	rs.peak = rs.index.len()
 	rs.lastIdx, rs.curIdx = nil, nil // the next read finds keys by the index
+	for _, t := range []*idTable{&old.index, &old.sets} {
+		releaseOff(rs.off, t.slots)
+	}
+	releaseOff(rs.off, old.keys)
+	releaseOff(rs.off, old.esid)
+	releaseOff(rs.off, old.eseen)
+	releaseOff(rs.off, old.epos)
+	releaseOff(rs.off, old.ref)
+	releaseOff(rs.off, old.sgen)
+	releaseOff(rs.off, old.sflag)
+	releaseOff(rs.off, old.value)
+	releaseOff(rs.off, old.sum)
+	releaseOff(rs.off, old.bk)
+	releaseOff(rs.off, old.busy)
+	releaseOff(rs.off, old.lastIdx)
+	releaseOff(rs.off, old.curIdx)
 }
 
 // series returns the series that the entry with this key adds to in the
@@ -409,7 +430,7 @@ func (m *metric) series(key []byte) int32 {
 			rs.seen++
 		}
 	}
-	rs.curIdx = append(grow(rs.curIdx, 1), idx)
+	rs.curIdx = append(growOff(rs.off, rs.curIdx, 1), idx)
 	rs.keySeries = noSeries
 	if s == skipSeries {
 		return noSeries
@@ -438,16 +459,6 @@ func (m *metric) series(key []byte) int32 {
 	return s
 }
 
-// grow returns s with room for n more elements, doubling its capacity
-// when it is full: append grows a large slice by a quarter, which copies
-// a slab about four times over while a first read fills it.
-func grow[T any](s []T, n int) []T {
-	if len(s)+n <= cap(s) {
-		return s
-	}
-	return slices.Grow(s, max(n, cap(s)))
-}
-
 // keyIs says whether entry e holds key k.
 func (rs *readState) keyIs(e int32, k []byte) bool {
 	return len(k) == rs.kl && bytes.Equal(rs.keys[int(e)*rs.kl:int(e+1)*rs.kl], k)
@@ -470,10 +481,10 @@ func (rs *readState) newEntry(k []byte, s int32, pos int32) int32 {
 		rs.esid[e], rs.eseen[e], rs.epos[e] = s, gen, pos
 	} else {
 		e = int32(len(rs.esid))
-		rs.keys = append(grow(rs.keys, len(k)), k...)
-		rs.esid = append(grow(rs.esid, 1), s)
-		rs.eseen = append(grow(rs.eseen, 1), gen)
-		rs.epos = append(grow(rs.epos, 1), pos)
+		rs.keys = append(growOff(rs.off, rs.keys, len(k)), k...)
+		rs.esid = append(growOff(rs.off, rs.esid, 1), s)
+		rs.eseen = append(growOff(rs.off, rs.eseen, 1), gen)
+		rs.epos = append(growOff(rs.off, rs.epos, 1), pos)
 	}
 	if rs.deferred {
 		rs.pending++
@@ -504,16 +515,16 @@ func (rs *readState) newSeries(rec []byte, f uint8) int32 {
 		}
 	} else {
 		s = int32(len(rs.ref))
-		rs.ref = append(grow(rs.ref, 1), ref)
-		rs.sgen = append(grow(rs.sgen, 1), 0)
-		rs.sflag = append(grow(rs.sflag, 1), f)
-		rs.value = append(grow(rs.value, 1), 0)
+		rs.ref = append(growOff(rs.off, rs.ref, 1), ref)
+		rs.sgen = append(growOff(rs.off, rs.sgen, 1), 0)
+		rs.sflag = append(growOff(rs.off, rs.sflag, 1), f)
+		rs.value = append(growOff(rs.off, rs.value, 1), 0)
 		if rs.nb > 0 {
-			rs.sum = append(grow(rs.sum, 1), 0)
-			rs.bk = append(grow(rs.bk, rs.nb), make([]uint64, rs.nb)...)
+			rs.sum = append(growOff(rs.off, rs.sum, 1), 0)
+			rs.bk = append(growOff(rs.off, rs.bk, rs.nb), make([]uint64, rs.nb)...)
 		}
 		if rs.ttl {
-			rs.busy = append(grow(rs.busy, 1), 0)
+			rs.busy = append(growOff(rs.off, rs.busy, 1), 0)
 		}
 	}
 	if f&sCached != 0 {
@@ -566,7 +577,7 @@ func (rs *readState) activate(s int32) {
 		rs.sum[s] = 0
 		clear(rs.bk[int(s)*rs.nb : int(s+1)*rs.nb])
 	}
-	rs.active = append(grow(rs.active, 1), s)
+	rs.active = append(growOff(rs.off, rs.active, 1), s)
 }
 
 // decoderIndex returns the index in decErrs of a decoder name, or -1.
