@@ -17,7 +17,8 @@ import (
 // reports RSS-MiB (VmRSS after the scrapes), and the CPU time of the
 // exporter's own process (utime + stime of /proc/<pid>/stat, all threads:
 // BPF programs run in the kernel on behalf of other tasks and are not in
-// it) over the idle time, as cpu-% of one core and cpu-ms. It is a
+// it) over the idle time, as cpu-% of one core and cpu-ms, and the same
+// from the threads' schedstat, in nanoseconds (sched-cpu-ms). It is a
 // benchmark, run by hand (make bench-idle), not a timed test.
 func BenchmarkIdle(b *testing.B) {
 	if b.N > 1 {
@@ -40,13 +41,13 @@ func BenchmarkIdle(b *testing.B) {
 	client.CloseIdleConnections()
 	pid := p.cmd.Process.Pid
 	b.ReportMetric(float64(statusKB(b, pid, "VmRSS"))/1024, "RSS-MiB")
-	start, t0 := cpuTicks(b, pid), time.Now()
+	start, ns, t0 := cpuTicks(b, pid), cpuTime(b, pid), time.Now()
 	time.Sleep(idle)
-	ticks, took := cpuTicks(b, pid)-start, time.Since(t0)
-	// USER_HZ is 100 on Linux (sysconf(_SC_CLK_TCK)).
-	cpu := time.Duration(ticks) * 10 * time.Millisecond
-	b.ReportMetric(float64(cpu)/float64(took)*100, "cpu-%")
-	b.ReportMetric(float64(cpu.Milliseconds()), "cpu-ms")
+	ticks, cpu, took := cpuTicks(b, pid)-start, cpuTime(b, pid)-ns, time.Since(t0)
+	// USER_HZ is 100 on Linux (sysconf(_SC_CLK_TCK)): a tick is 10 ms.
+	b.ReportMetric(float64(ticks*10), "cpu-ms")
+	b.ReportMetric(float64(ticks*10)*float64(time.Millisecond)/float64(took)*100, "cpu-%")
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond), "sched-cpu-ms")
 	b.ReportMetric(float64(statusKB(b, pid, "VmRSS"))/1024, "RSS-end-MiB")
 }
 
