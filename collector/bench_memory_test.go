@@ -41,8 +41,9 @@ func pairCollector(b *testing.B, n int) *Config {
 // labels (uint decoders), every entry its own series, and reports the time
 // per read, the time of the first read (first-ms: it decodes every key
 // and fills the cache) and the Go heap the collector keeps between reads
-// (the decode cache and the last snapshot, after a GC): heap-B/key is what
-// a key costs between scrapes. A read allocates more while it runs (its
+// (the label arena and the last snapshot, after a GC) and outside it
+// (mapped-MiB: the cache's slabs and tables, see offheap.go): heap-B/key
+// is what a key costs the Go heap between scrapes. A read allocates more while it runs (its
 // new snapshot), and the Go GC lets the heap grow to twice the live heap
 // (GOGC=100) before collecting: the process's peak is about twice this.
 func BenchmarkReadMemory(b *testing.B) {
@@ -70,6 +71,11 @@ func BenchmarkReadMemory(b *testing.B) {
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-B/key")
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heap-MiB")
 			b.ReportMetric(float64(first)/float64(time.Millisecond), "first-ms")
+			mapped := 0
+			for _, mem := range c.metrics[0].rs.off.maps {
+				mapped += len(mem)
+			}
+			b.ReportMetric(float64(mapped)/(1<<20), "mapped-MiB")
 			runtime.KeepAlive(snap)
 			runtime.KeepAlive(c) // its cache is what is measured
 		})
