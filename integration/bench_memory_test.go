@@ -35,7 +35,9 @@ import (
 // tools/bench-memory.sh prints them beside the reference's with the
 // ratios. first-cpu-ms and later-cpu-ms are the CPU time of the
 // exporter's threads during the scrapes (schedstat, in nanoseconds): on a
-// busy machine the wall times grow with the load, the CPU times much less. It is a benchmark,
+// busy machine the wall times grow with the load, the CPU times much less;
+// first-wait-ms and later-wait-ms the time the threads waited on a run
+// queue (summed over the threads, so it may exceed the wall time). It is a benchmark,
 // run by hand (make bench-memory), not a timed test:
 //
 //	REF_EXPORTER=/tmp/ref/ebpf_exporter go test -run '^$' -bench '^BenchmarkMemory$' -benchtime 1x -timeout 60m ./integration/
@@ -93,13 +95,14 @@ func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
 	defer client.CloseIdleConnections()
 	f := scrapeFormats[0] // text, no compression
 	pid := p.cmd.Process.Pid
-	var times, cpus []time.Duration
+	var times, cpus, waits []time.Duration
 	b.ResetTimer()
 	for i := 0; i <= scrapes; i++ {
 		prof := cpuProfile(p, fmt.Sprintf("cpu-%d-%d.pb.gz", n, i))
-		before := cpuTime(b, pid)
+		cpu0, wait0 := cpuTime(b, pid)
 		body, d, err := scrape(client, p.url, f)
-		cpus = append(cpus, cpuTime(b, pid)-before)
+		cpu1, wait1 := cpuTime(b, pid)
+		cpus, waits = append(cpus, cpu1-cpu0), append(waits, wait1-wait0)
 		prof()
 		if err != nil {
 			b.Fatalf("%v\n%s", err, p.logs)
@@ -117,6 +120,8 @@ func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
 	laterCPU := slices.Clone(cpus[1:])
 	slices.Sort(laterCPU)
 	medCPU := laterCPU[len(laterCPU)/2]
+	laterWait := slices.Clone(waits[1:])
+	slices.Sort(laterWait)
 	b.ReportMetric(float64(p.vmHWM(b))/1024, "VmHWM-MiB")
 	b.ReportMetric(float64(gcHeapPeak(p.logs.String())), "heap-peak-MiB")
 	b.ReportMetric(ms(first), "first-ms")
@@ -124,6 +129,8 @@ func benchMemory(b *testing.B, n, scrapes int, bin string, args ...string) {
 	b.ReportMetric(float64(first)/float64(med), "first/later")
 	b.ReportMetric(ms(cpus[0]), "first-cpu-ms")
 	b.ReportMetric(ms(medCPU), "later-cpu-ms")
+	b.ReportMetric(ms(waits[0]), "first-wait-ms")
+	b.ReportMetric(ms(laterWait[len(laterWait)/2]), "later-wait-ms")
 }
 
 // cpuProfile starts a CPU profile of the exporter, when
@@ -153,32 +160,33 @@ func cpuProfile(p *benchProcess, name string) (wait func()) {
 	return func() { <-done }
 }
 
-// cpuTime returns the CPU time of a process's threads so far, in
-// nanoseconds (the first field of each /proc/<pid>/task/<tid>/schedstat;
-// utime and stime count in 10 ms ticks).
-func cpuTime(b *testing.B, pid int) time.Duration {
+// cpuTime returns the CPU time of a process's threads so far and the time
+// they waited on a run queue, in nanoseconds (the first two fields of each
+// /proc/<pid>/task/<tid>/schedstat; utime and stime count in 10 ms ticks).
+func cpuTime(b *testing.B, pid int) (cpu, wait time.Duration) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum time.Duration
 	for _, t := range tasks {
 		data, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
 		if err != nil {
 			continue // the thread ended
 		}
 		f := strings.Fields(string(data))
-		if len(f) == 0 {
+		if len(f) < 2 {
 			continue
 		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
+		run, err1 := strconv.ParseInt(f[0], 10, 64)
+		delay, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
 			b.Fatalf("%s/%s/schedstat: %q", dir, t.Name(), data)
 		}
-		sum += time.Duration(ns)
+		cpu += time.Duration(run)
+		wait += time.Duration(delay)
 	}
-	return sum
+	return cpu, wait
 }
 
 // sumText returns the number of bigmap_total samples of a text exposition
