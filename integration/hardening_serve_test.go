@@ -77,7 +77,7 @@ func badObject(t *testing.T, mk func(path string) error, why string) {
 func TestHardening04TelemetryPathFlag(t *testing.T) {
 	for _, p := range []string{"metrics", "/"} {
 		_, errOut, code := runExporter(t, "--programs=timers", fmt.Sprintf("--web.listen-address=127.0.0.1:%d", freePort(t)), "--web.telemetry-path="+p)
-		if code != 2 || strings.Contains(errOut, "panic") || !strings.Contains(errOut, fmt.Sprintf(`--web.telemetry-path \"%s\"`, p)) {
+		if code != 2 || strings.Contains(errOut, "panic") || !strings.Contains(errOut, fmt.Sprintf(`--web.telemetry-path "%s"`, p)) {
 			t.Errorf("--web.telemetry-path=%s: exit %d, want 2 with an error naming flag and value, no panic:\n%s", p, code, errOut)
 		}
 	}
