@@ -28,6 +28,11 @@ type State struct {
 	// OverBudget is the resource ("cpu", "memory") whose budget took the
 	// config down, "" when none did.
 	OverBudget string
+	// Spans says where the config's spans go (spans.Destination), "" for
+	// a config without a tracing section; SpansSent is false when
+	// nothing chose a destination for them.
+	Spans     string
+	SpansSent bool
 }
 
 // ProgramState is one BPF program of a config.

@@ -410,6 +410,7 @@ func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loa
 	}
 	var sr *spans.Reader
 	if spanPlan != nil {
+		st.Spans, st.SpansSent = spans.Destination()
 		if sr, err = e.Spans.Start(spanPlan, obj.Collection); err != nil {
 			return obj, nil, nil, nil, err
 		}

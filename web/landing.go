@@ -9,8 +9,9 @@
 // Then one compact row per config: state, programs attached, series, BPF
 // ns per event (runTimes) and BPF time, a link to its heatmaps on the live
 // page (/ui/#<config>), and notes: the marks (over its series limit, maps
-// nearly full, over its budget), the alternatives chosen, and the reason a
-// config is down, folded and shown once. It is plain HTML and CSS
+// nearly full, over its budget, spans that go nowhere), where its spans go,
+// the alternatives chosen, and the reason a config is down, folded and
+// shown once. It is plain HTML and CSS
 // (html/template: every text escaped, made valid UTF-8 first), no script.
 package web
 
@@ -110,6 +111,10 @@ type row struct {
 	Limits, Full       string // marks of configs up
 	Alternatives       []alternative
 	Reason, ReasonHint string
+	// Spans says where the config's spans go ("" without spans);
+	// SpansNowhere marks it when nothing chose a destination.
+	Spans        string
+	SpansNowhere bool
 }
 
 // alternative is an alternatives group, with only what the reason does
@@ -181,6 +186,7 @@ func buildPage(states []collector.State, ns, rates map[string]float64, window ti
 			}
 		}
 		rw.Alternatives = alternatives(st.Alternatives, rw.Reason)
+		rw.Spans, rw.SpansNowhere = collector.LabelValue(st.Spans), st.Spans != "" && !st.SpansSent
 		p.Rows = append(p.Rows, rw)
 	}
 	if read {

@@ -244,6 +244,28 @@ func TestLandingRows(t *testing.T) {
 	}
 }
 
+// TestLandingSpans checks that a config whose spans have no destination
+// is marked, one whose spans go somewhere says where, and one without
+// spans says nothing of them.
+func TestLandingSpans(t *testing.T) {
+	fakeConfigs(t, map[*collector.Config]configStats{})
+	st := &collector.Status{}
+	nowhere := "nowhere set: neither OTEL_EXPORTER_OTLP_TRACES_ENDPOINT nor OTEL_EXPORTER_OTLP_ENDPOINT is set, so the OTLP default, localhost:4318, is tried"
+	st.Add(&collector.State{Name: "lost", Source: "bundled", Up: true, Collector: &collector.Config{}, Spans: nowhere})
+	st.Add(&collector.State{Name: "sent", Source: "bundled", Up: true, Collector: &collector.Config{}, Spans: "OTLP grpc to http://c:4317 (OTEL_EXPORTER_OTLP_ENDPOINT)", SpansSent: true})
+	st.Add(&collector.State{Name: "metrics", Source: "bundled", Up: true, Collector: &collector.Config{}})
+	page := landingPage(t, st, Options{MetricsPath: "/metrics"}, nil)
+	if r := rowOf(page, "lost"); !strings.Contains(r, `<span class="mark">spans go nowhere</span>: `+nowhere) {
+		t.Errorf("row of lost does not mark its spans going nowhere: %s", r)
+	}
+	if r := rowOf(page, "sent"); !strings.Contains(r, "spans: OTLP grpc to http://c:4317 (OTEL_EXPORTER_OTLP_ENDPOINT)") || strings.Contains(r, "nowhere") {
+		t.Errorf("row of sent does not say where its spans go: %s", r)
+	}
+	if r := rowOf(page, "metrics"); strings.Contains(r, "spans") {
+		t.Errorf("row of metrics speaks of spans: %s", r)
+	}
+}
+
 // TestLandingLinkEscaped checks the heatmaps link of a config whose name
 // needs escaping in a URL fragment.
 func TestLandingLinkEscaped(t *testing.T) {

@@ -45,6 +45,19 @@ func Protocol(signal string) (string, error) {
 	return HTTPProtobuf, nil
 }
 
+// Endpoint returns the variable that sets signal's OTLP endpoint and its
+// value: OTEL_EXPORTER_OTLP_<signal>_ENDPOINT, else
+// OTEL_EXPORTER_OTLP_ENDPOINT. Both are "" when neither is set, and the
+// SDK's exporters then send to their default, localhost.
+func Endpoint(signal string) (name, value string) {
+	for _, n := range []string{"OTEL_EXPORTER_OTLP_" + signal + "_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if v := os.Getenv(n); v != "" {
+			return n, v
+		}
+	}
+	return "", ""
+}
+
 // CheckTLSFiles checks the certificate and key files that signal's
 // exporter will read, before it reads them: each must be a regular file
 // (not a FIFO or device) of at most MaxTLSFile bytes. The error

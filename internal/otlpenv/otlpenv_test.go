@@ -38,3 +38,22 @@ func TestCheckTLSFiles(t *testing.T) {
 		t.Errorf("TRACES: %v", err)
 	}
 }
+
+func TestEndpoint(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	if n, v := Endpoint("TRACES"); n != "" || v != "" {
+		t.Errorf("none set: %q=%q, want none", n, v)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://all:4318")
+	if n, v := Endpoint("TRACES"); n != "OTEL_EXPORTER_OTLP_ENDPOINT" || v != "http://all:4318" {
+		t.Errorf("general set: %q=%q", n, v)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4318/v1/traces")
+	if n, v := Endpoint("TRACES"); n != "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" || v != "http://traces:4318/v1/traces" {
+		t.Errorf("signal's set: %q=%q, want it over the general one", n, v)
+	}
+	if n, _ := Endpoint("METRICS"); n != "OTEL_EXPORTER_OTLP_ENDPOINT" {
+		t.Errorf("another signal: %q, want the general variable", n)
+	}
+}
