@@ -46,6 +46,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // DefaultNamespace prefixes every metric name unless a config sets its own.
@@ -226,7 +227,7 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Msg)
-	return strings.ToValidUTF8(b.String(), "\uFFFD")
+	return printable.String(b.String())
 }
 
 // Unwrap returns the cause of a read error (see Err).

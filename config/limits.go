@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // Limits of a config. Every number and list read from YAML is checked
@@ -159,7 +160,7 @@ func Quote(s string) string {
 // Sanitize rewrites an error message that may quote values from a config
 // file (as decoder errors do: `bad pattern "a("`): every quoted part, in
 // "double quotes", `back quotes` or 'single quotes', becomes Quote of its
-// content, and the result is valid UTF-8. Text outside quotes is kept, so
+// content, and the result is safe to show (printable.String). Text outside quotes is kept, so
 // Sanitize is meant for messages whose own words are fixed.
 func Sanitize(msg string) string {
 	var b strings.Builder
@@ -188,7 +189,7 @@ func Sanitize(msg string) string {
 		b.WriteByte(c)
 		i++
 	}
-	return strings.ToValidUTF8(b.String(), "\uFFFD")
+	return printable.String(b.String())
 }
 
 // configNameRe is what a config name may hold.

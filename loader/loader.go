@@ -42,6 +42,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 	"github.com/kernel-exporter/kernel_exporter/usdt"
 )
 
@@ -155,7 +156,7 @@ func (e *parseError) Error() string { return e.msg }
 func (e *parseError) Unwrap() error { return e.err }
 
 // sanitizeParseError keeps the parser's message, but without debug/elf's
-// quoted values, cut to maxParseError bytes of printable ASCII.
+// quoted values, cut to maxParseError bytes of printable text.
 func sanitizeParseError(err error) error {
 	msg := err.Error()
 	if m, ok := usdt.FormatErrorText(err); ok {
@@ -164,23 +165,10 @@ func sanitizeParseError(err error) error {
 	return &parseError{msg: sanitize(msg), err: err}
 }
 
-// sanitize returns s cut to maxParseError bytes, with bytes outside
-// printable ASCII written as \xNN.
+// sanitize returns s, a name or message from a parsed object, safe to
+// show (printable.String) and cut to maxParseError bytes.
 func sanitize(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if b.Len() >= maxParseError {
-			b.WriteString("...")
-			break
-		}
-		c := s[i]
-		if c >= 0x20 && c < 0x7f {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "\\x%02x", c)
-		}
-	}
-	return b.String()
+	return printable.Cut(s, maxParseError)
 }
 
 var memlockOnce sync.Once

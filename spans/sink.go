@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/otlpenv"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // DefaultService is the service.name of spans whose config sets no service
@@ -85,7 +86,7 @@ func Destination() (where string, set bool) {
 	case "console":
 		return "stdout (OTEL_TRACES_EXPORTER=console)", true
 	default:
-		return "nowhere: OTEL_TRACES_EXPORTER=" + strconv.Quote(truncate(v, 32)) + " is not otlp, console or none", false
+		return "nowhere: OTEL_TRACES_EXPORTER=" + printable.Quote(v, 32) + " is not otlp, console or none", false
 	}
 	proto, err := otlpenv.Protocol("TRACES")
 	if err != nil {
@@ -103,17 +104,9 @@ func Destination() (where string, set bool) {
 		u.User = nil
 		value = u.Redacted()
 	} else {
-		value = strconv.Quote(truncate(value, 64))
+		value = printable.Quote(value, 64)
 	}
 	return "OTLP " + proto + " to " + value + " (" + name + ")", true
-}
-
-// truncate cuts s to n bytes.
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 // NewSink returns a Sink that has built nothing yet.

@@ -25,9 +25,9 @@
 // and unloads every program and map it loaded.
 //
 // Everything printed that comes from outside (label values decoded from
-// the kernel, names from a user's config) goes through Printable first:
-// control characters (C0, DEL, C1) and Unicode format characters (bidi
-// overrides, zero-width) are written as \xNN or \uNNNN, invalid UTF-8
-// becomes U+FFFD, and label values are cut to MaxLabelWidth runes, so that
-// no value can move the cursor, change colours or hide text.
+// the kernel, names from a user's config) goes through printable.String
+// first: control characters (C0, DEL, C1) and Unicode format characters
+// (bidi overrides, zero-width) are written as \xNN or \uNNNN, invalid
+// UTF-8 becomes U+FFFD, and label values are cut to MaxLabelWidth runes, so
+// that no value can move the cursor, change colours or hide text.
 package term

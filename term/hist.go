@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // BarWidth is the width of a distribution bar, in '*', for the largest
@@ -210,7 +211,7 @@ func LabelHeader(names, values []string) string {
 func joinLabels(names, values []string, eq, sep string) string {
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = Printable(n) + eq + labelValue(values[i])
+		parts[i] = printable.String(n) + eq + labelValue(values[i])
 	}
 	return strings.Join(parts, sep)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // Exit codes returned by Run.
@@ -85,7 +86,7 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 	}
 	for _, st := range exp.Status.States() {
 		if !st.Up {
-			return fail("config %s (%s) failed: %s", Printable(st.Name), Printable(st.Source), Printable(st.Reason))
+			return fail("config %s (%s) failed: %s", printable.String(st.Name), printable.String(st.Source), printable.String(st.Reason))
 		}
 	}
 	if o.AfterLoad != nil {
@@ -149,7 +150,7 @@ func selectFamilies(command, program, metric string, fams []*collector.Family) (
 			continue
 		}
 		all = append(all, f)
-		names = append(names, Printable(f.Name))
+		names = append(names, printable.String(f.Name))
 		if f.Name == metric || strings.HasSuffix(f.Name, "_"+metric) {
 			chosen = append(chosen, f)
 		}
@@ -158,7 +159,7 @@ func selectFamilies(command, program, metric string, fams []*collector.Family) (
 	case len(all) == 0:
 		var others []string
 		for _, f := range fams {
-			others = append(others, Printable(f.Name))
+			others = append(others, printable.String(f.Name))
 		}
 		return nil, fmt.Errorf("program %s has no %s metric (its metrics: %s)", program, what, list(others))
 	case metric == "":
@@ -203,9 +204,9 @@ func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []str
 		var b strings.Builder
 		now := o.Now().Format(time.TimeOnly)
 		for _, f := range pick(snap, names) {
-			fmt.Fprintf(&b, "%s %s\n", now, Printable(f.Name))
+			fmt.Fprintf(&b, "%s %s\n", now, printable.String(f.Name))
 			if f.Err != nil {
-				fmt.Fprintf(&b, "(map read failed: %s)\n\n", Printable(f.Err.Error()))
+				fmt.Fprintf(&b, "(map read failed: %s)\n\n", printable.String(f.Err.Error()))
 				continue
 			}
 			_ = WriteHist(&b, f, h.Interval(f))
@@ -225,7 +226,7 @@ func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []stri
 	_, _, tty := Size(o.Stdout)
 	if tty {
 		io.WriteString(o.Stdout, enterScreen+clearScreen)
-		fmt.Fprintf(o.Stdout, "kernel_exporter top %s  interval %v: measuring the first interval...\n", Printable(o.Program), o.Interval)
+		fmt.Fprintf(o.Stdout, "kernel_exporter top %s  interval %v: measuring the first interval...\n", printable.String(o.Program), o.Interval)
 		defer io.WriteString(o.Stdout, leaveScreen)
 	}
 	t := time.NewTicker(o.Interval)

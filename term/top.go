@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // TopRow is one counter series over one interval.
@@ -58,7 +59,7 @@ func (r *Rates) Rows(fams []*collector.Family, elapsed time.Duration) []TopRow {
 			if secs > 0 {
 				rate = (v - prev) / secs
 			}
-			rows = append(rows, TopRow{Metric: Printable(f.Name), Labels: labelPairs(f.LabelNames, f.LabelValues(i)), Rate: rate, Total: v})
+			rows = append(rows, TopRow{Metric: printable.String(f.Name), Labels: labelPairs(f.LabelNames, f.LabelValues(i)), Rate: rate, Total: v})
 		}
 	}
 	SortRows(rows)
@@ -115,7 +116,7 @@ func WriteTop(w io.Writer, h TopHeader, rows []TopRow, height, width int) error 
 		}
 		b.WriteString(s + "\n")
 	}
-	line(fmt.Sprintf("kernel_exporter top %s  interval %v  %s  %d series", Printable(h.Program), h.Interval, h.Time.Format(time.TimeOnly), len(rows)))
+	line(fmt.Sprintf("kernel_exporter top %s  interval %v  %s  %d series", printable.String(h.Program), h.Interval, h.Time.Format(time.TimeOnly), len(rows)))
 	show := rows
 	if len(rows) > height-2 {
 		show = rows[:height-3]
