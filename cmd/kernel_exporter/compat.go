@@ -13,6 +13,7 @@ import (
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // The flags of cloudflare/ebpf_exporter that kernel_exporter has under
@@ -126,7 +127,7 @@ func applySystemdFD(web *toolkit.FlagConfig) error {
 		return nil
 	}
 	if len(addrs) != 1 || fds[0] != "fd://0" {
-		return fmt.Errorf("--web.listen-address %s: of cloudflare/ebpf_exporter's fd://<n> addresses only fd://0, given alone, is accepted (as --web.systemd-socket, which serves every socket systemd passes)", truncate(strings.Join(fds, ","), 64))
+		return fmt.Errorf("--web.listen-address %s: of cloudflare/ebpf_exporter's fd://<n> addresses only fd://0, given alone, is accepted (as --web.systemd-socket, which serves every socket systemd passes)", printable.Cut(strings.Join(fds, ","), 64))
 	}
 	on := true
 	if web.WebSystemdSocket == nil {
@@ -136,14 +137,6 @@ func applySystemdFD(web *toolkit.FlagConfig) error {
 	}
 	*web.WebListenAddresses = nil
 	return nil
-}
-
-// truncate cuts s to at most n bytes for an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // logger returns log without record times when NoTimestamps is set (the

@@ -47,6 +47,7 @@ func (f *dumpFlags) check() error {
 // run loads, counts, prints and exits (dump.Run).
 func (f *dumpFlags) run(e *env) int {
 	f.load.ref.skipCacheNote(e.log)
+	f.src.noteLeftOut(e.log)
 	defer f.load.start(e.log)()
 	exp := f.load.exporter(nil, e.log)
 	defer exp.Close()

@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,9 +22,23 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
+	"github.com/kernel-exporter/kernel_exporter/internal/suggest"
 	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
+	"github.com/kernel-exporter/kernel_exporter/spans"
+)
+
+// Bounds of the load flags that no package bounds.
+const (
+	// maxCacheSize bounds --decoder.cache-size: decoded keys cached per
+	// metric (each holds its label values).
+	maxCacheSize = 1 << 24
+	// maxLoadTimeout bounds --config.load-timeout.
+	maxLoadTimeout = time.Hour
+	// maxNodeName is the longest Kubernetes node name (a DNS subdomain).
+	maxNodeName = 253
 )
 
 // loadFlags are the flags of every command that loads configs (serve,
@@ -93,8 +109,11 @@ func (f *loadFlags) check(sources []exporter.Source) error {
 	if f.keep, f.keepAll, err = loader.ParseKeep(f.capsKeep); err != nil {
 		return fmt.Errorf("--capabilities.keep: %w", err)
 	}
-	if f.loadTimeout <= 0 {
-		return fmt.Errorf("--config.load-timeout %v: must be positive", f.loadTimeout)
+	if f.loadTimeout <= 0 || f.loadTimeout > maxLoadTimeout {
+		return fmt.Errorf("--config.load-timeout %v: must be more than 0 and at most %v", f.loadTimeout, maxLoadTimeout)
+	}
+	if f.cacheSize < 1 || f.cacheSize > maxCacheSize {
+		return fmt.Errorf("--decoder.cache-size %d: must be 1 to %d", f.cacheSize, maxCacheSize)
 	}
 	if f.maxSeries < 1 || f.maxSeries > config.MaxMaxSeries {
 		return fmt.Errorf("--config.max-series %d: must be 1 to %d", f.maxSeries, config.MaxMaxSeries)
@@ -102,8 +121,35 @@ func (f *loadFlags) check(sources []exporter.Source) error {
 	if f.kubeCache < 1 || f.kubeCache > kube.MaxCacheSize {
 		return fmt.Errorf("--kube.cache-size %d: must be 1 to %d", f.kubeCache, kube.MaxCacheSize)
 	}
+	if n := f.kubeNode; n != "" && (len(n) > maxNodeName || !nodeName.MatchString(n)) {
+		return fmt.Errorf("--kube.node-name (or $NODE_NAME) %s: not a Kubernetes node name (lowercase letters, digits, '-' and '.', at most %d bytes)", quote(n), maxNodeName)
+	}
+	for _, file := range []struct{ flag, path string }{{"--btf.path", f.btfPath}, {"--kube.kubeconfig", f.kubeConfig}} {
+		if err := checkFile(file.flag, file.path); err != nil {
+			return err
+		}
+	}
 	if f.memBytes, err = budget.ParseMemoryBudget(f.memBudget); err != nil {
 		return err
+	}
+	return nil
+}
+
+// nodeName matches a DNS subdomain (RFC 1123), as Kubernetes names nodes.
+var nodeName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// checkFile checks that path, given by flag, is a regular file, when it is
+// not empty. The file is read later, bounded, by the package that uses it.
+func checkFile(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", flag, quote(path), errors.Unwrap(err))
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s %s: not a regular file", flag, quote(path))
 	}
 	return nil
 }
@@ -155,12 +201,17 @@ func (f *loadFlags) dropCaps(log *slog.Logger) func() {
 type sourceFlags struct {
 	programs string
 	names    string
+
+	// Set by sources: the opt-in programs --programs=all left out, and
+	// why.
+	leftOut []string
+	why     string
 }
 
 // addSourceFlags declares --programs and --config.names on c.
 func addSourceFlags(c *kingpin.CmdClause) *sourceFlags {
 	f := &sourceFlags{}
-	c.Flag("programs", "Comma-separated bundled programs to run, \"all\" or \"none\". Default: "+strings.Join(programs.Default, ",")+" (none when --config.names is set).").StringVar(&f.programs)
+	c.Flag("programs", "Comma-separated bundled programs to run, \"all\" or \"none\". Default: "+strings.Join(programs.Default, ",")+" (none when --config.names is set). \"all\" is every program that serves metrics; a program whose output needs a destination (exec_trace's spans) is named, or is in \"all\" once its destination is set (OTEL_EXPORTER_OTLP_ENDPOINT).").StringVar(&f.programs)
 	c.Flag("config.names", "Comma-separated user programs to load from --config.dir.").StringVar(&f.names)
 	return f
 }
@@ -168,23 +219,62 @@ func addSourceFlags(c *kingpin.CmdClause) *sourceFlags {
 // sources turns the flags into the list of configs to start; dir is
 // --config.dir.
 func (f *sourceFlags) sources(dir string) ([]exporter.Source, error) {
-	return sources(f.programs, dir, f.names)
+	var out []exporter.Source
+	var err error
+	out, f.leftOut, f.why, err = sources(f.programs, dir, f.names)
+	return out, err
 }
 
-// sources turns the flags into the list of configs to start.
-func sources(progList, dir, names string) ([]exporter.Source, error) {
-	var out []exporter.Source
+// noteLeftOut logs the programs --programs=all left out.
+func (f *sourceFlags) noteLeftOut(log *slog.Logger) {
+	if len(f.leftOut) > 0 {
+		log.Info("--programs=all leaves out the programs whose spans would go nowhere: name them in --programs to run them anyway", "programs", strings.Join(f.leftOut, ","), "spans", f.why)
+	}
+}
+
+// sources turns the flags into the list of configs to start. "all" in
+// progList is every bundled program, less those with spans (optIn) while
+// spans have no destination: leftOut names them and why says why.
+func sources(progList, dir, names string) (out []exporter.Source, leftOut []string, why string, err error) {
 	var bundled []string
-	switch progList {
-	case "":
+	list := splitList(progList)
+	switch {
+	case progList == "":
 		if names == "" {
 			bundled = programs.Default
 		}
-	case "none":
-	case "all":
-		bundled = programs.Names()
+	case slices.Contains(list, "none"):
+		if len(list) > 1 {
+			return nil, nil, "", fmt.Errorf("--programs %s: none runs no bundled program, and cannot be given with others", quote(progList))
+		}
+	case len(list) == 0:
+		return nil, nil, "", fmt.Errorf("--programs %s: no program named (give \"none\" for none)", quote(progList))
 	default:
-		bundled = splitList(progList)
+		bundled = list
+	}
+	if i := slices.Index(bundled, "all"); i >= 0 {
+		// Every program, with the opt-in ones that are named besides
+		// or have a destination; names not bundled stay, to be refused.
+		named := slices.Delete(slices.Clone(bundled), i, i+1)
+		for j, n := range named {
+			if slices.Contains(named[j+1:], n) {
+				return nil, nil, "", fmt.Errorf("--programs: %s is given twice", quote(n))
+			}
+		}
+		where, sent := spans.Destination()
+		bundled = nil
+		for _, n := range programs.Names() {
+			if !sent && !slices.Contains(named, n) && optIn(n) {
+				leftOut, why = append(leftOut, n), where
+				continue
+			}
+			bundled = append(bundled, n)
+		}
+		for _, n := range named {
+			if !slices.Contains(bundled, n) {
+				bundled = append(bundled, n)
+			}
+		}
 	}
 	seen := map[string]string{}
 	add := func(flag, n, dir string) error {
@@ -200,25 +290,49 @@ func sources(progList, dir, names string) ([]exporter.Source, error) {
 		out = append(out, exporter.Source{Name: n, Dir: dir})
 		return nil
 	}
+	known := programs.Names()
 	for _, n := range bundled {
 		if err := add("--programs", n, ""); err != nil {
-			return nil, err
+			return nil, nil, "", err
+		}
+		if !slices.Contains(known, n) {
+			hint := suggest.DidYouMean(n, known, nil)
+			if hint == "" {
+				hint = fmt.Sprintf(" (bundled: %s; a program of your own is given by --config.dir and --config.names)", strings.Join(known, ", "))
+			}
+			return nil, nil, "", fmt.Errorf("--programs: no bundled program %s%s", quote(n), hint)
 		}
 	}
 	if names != "" {
 		if dir == "" {
-			return nil, errors.New("--config.names needs --config.dir")
+			return nil, nil, "", errors.New("--config.names needs --config.dir")
 		}
 		for _, n := range splitList(names) {
 			if err := add("--config.names", n, dir); err != nil {
-				return nil, err
+				return nil, nil, "", err
 			}
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, nil, "", fmt.Errorf("--config.dir %s: not a directory", quote(dir))
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("nothing to run: give --programs or --config.names")
+		return nil, nil, "", errors.New("nothing to run: give --programs or --config.names")
 	}
-	return out, nil
+	return out, leftOut, why, nil
+}
+
+// optIn reports whether bundled program name has output that needs a
+// destination besides /metrics: a tracing section, whose spans go over
+// OTLP. --programs=all leaves such programs out while they would have
+// nowhere to go.
+func optIn(name string) bool {
+	y, err := fs.ReadFile(programs.FS, name+".yaml")
+	if err != nil {
+		return false
+	}
+	cfg, err := config.Parse("programs/"+name+".yaml", y)
+	return err == nil && len(cfg.Tracing.Spans) > 0
 }
 
 func splitList(s string) []string {
@@ -235,6 +349,68 @@ func splitList(s string) []string {
 // have.
 var unknownFlag = regexp.MustCompile(`^unknown long flag '--([^']+)'$`)
 
+// commandFirst moves a command given after flags (kernel_exporter
+// --config.dir=/x dump) in front of them, where kingpin looks for it: a
+// command's flags are declared on the command, and kingpin would take
+// them for the default command's. A flag's value in the next argument
+// (--config.dir /x) is skipped, and nothing after "--" is looked at.
+func commandFirst(app *kingpin.Application, args []string) []string {
+	takesValue := map[string]bool{}
+	m := app.Model()
+	for _, f := range m.Flags {
+		takesValue[f.Name] = !f.IsBoolFlag()
+	}
+	var cmds []string
+	for _, c := range m.FlattenedCommands() {
+		cmds = append(cmds, c.FullCommand)
+		for _, f := range c.Flags {
+			takesValue[f.Name] = !f.IsBoolFlag()
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return args
+		case strings.HasPrefix(a, "--"):
+			if !strings.Contains(a, "=") && takesValue[a[2:]] {
+				i++
+			}
+		case strings.HasPrefix(a, "-"):
+		default:
+			if i == 0 || !slices.Contains(cmds, a) {
+				return args
+			}
+			return slices.Concat([]string{a}, args[:i], args[i+1:])
+		}
+	}
+	return args
+}
+
+// unexpected matches kingpin's error for an argument no command or flag
+// takes.
+var unexpected = regexp.MustCompile(`^unexpected (.*)$`)
+
+// unexpectedArg is the error for an argument arg nothing takes: the value
+// of a switch (--config.check=yes), else a mistyped command.
+func unexpectedArg(app *kingpin.Application, args []string, arg string) error {
+	for _, a := range args {
+		if name, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok && strings.HasPrefix(a, "--") && v == arg {
+			return fmt.Errorf("%s: a switch takes no value (give --%s or --no-%s)", quote(a)[1:len(quote(a))-1], name, name)
+		}
+	}
+	var cmds []string
+	for _, c := range app.Model().FlattenedCommands() {
+		if !c.Hidden {
+			cmds = append(cmds, c.FullCommand)
+		}
+	}
+	if hint := suggest.DidYouMean(arg, cmds, nil); hint != "" {
+		return fmt.Errorf("unexpected argument %s%s", quote(arg), hint)
+	}
+	return fmt.Errorf("unexpected argument %s (commands: %s)", quote(arg), strings.Join(cmds, ", "))
+}
+
 // nameFlag returns kingpin's parse error err of args with the flag it is
 // about named: a value a flag's type refuses (kingpin says only
 // `time: invalid duration "abc"`) gets the flag and the value in front,
@@ -244,6 +420,9 @@ func nameFlag(app *kingpin.Application, args []string, err error) error {
 	if perr != nil {
 		if m := unknownFlag.FindStringSubmatch(perr.Error()); m != nil {
 			return otherCommandFlag(app, ctx, m[1], perr)
+		}
+		if m := unexpected.FindStringSubmatch(perr.Error()); m != nil {
+			return unexpectedArg(app, args, m[1])
 		}
 		return perr
 	}
@@ -281,18 +460,31 @@ func otherCommandFlag(app *kingpin.Application, ctx *kingpin.ParseContext, name 
 			}
 		}
 	}
-	if len(with) == 0 {
-		return err
-	}
 	selected := "kernel_exporter"
 	if ctx != nil && ctx.SelectedCommand != nil {
 		selected = ctx.SelectedCommand.FullCommand()
 	}
-	return fmt.Errorf("--%s applies to %s, not %s", name, strings.Join(with, " and "), selected)
+	if len(with) > 0 {
+		return fmt.Errorf("--%s applies to %s, not %s", name, strings.Join(with, " and "), selected)
+	}
+	// A mistyped flag: the closest of those the command takes.
+	var known []string
+	for _, f := range app.Model().Flags {
+		known = append(known, f.Name)
+	}
+	if ctx != nil && ctx.SelectedCommand != nil {
+		for _, f := range ctx.SelectedCommand.Model().Flags {
+			known = append(known, f.Name)
+		}
+	}
+	if hint := suggest.DidYouMean(name, known, func(s string) string { return "--" + s }); hint != "" {
+		return fmt.Errorf("%w%s", err, hint)
+	}
+	return err
 }
 
 // quote quotes a value from the command line for an error message, cut
 // to 100 bytes.
 func quote(s string) string {
-	return truncate(strconv.Quote(s), 100)
+	return printable.Quote(s, 100)
 }

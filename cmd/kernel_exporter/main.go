@@ -98,6 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			exit = code
 		}
 	})
+	args = commandFirst(app, args)
 	selected, err := app.Parse(args)
 	if exit >= 0 {
 		return exit
@@ -122,6 +123,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return flagError(stderr, err)
 		}
 	}
+	if checkOnly {
+		return 0
+	}
 	if cmd.quiet && logCfg.Level.String() == "info" {
 		_ = logCfg.Level.Set("warn")
 	}
@@ -129,6 +133,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	slog.SetDefault(log)
 	return cmd.run(&env{log: log, stdout: stdout, stderr: stderr})
 }
+
+// checkOnly, set by tests, ends run once the flags are checked, with exit
+// code 0, before the command runs: a test of flags never loads anything.
+var checkOnly bool
 
 // flagError writes the one line of a flag error and returns ExitBadFlags.
 func flagError(stderr io.Writer, err error) int {

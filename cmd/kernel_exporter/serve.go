@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +26,10 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/privsep"
 	"github.com/kernel-exporter/kernel_exporter/web"
 )
+
+// maxWebLimit bounds --web.max-requests and --web.max-connections (the
+// server lowers the latter further to half of the open-file limit).
+const maxWebLimit = 1 << 20
 
 // serveFlags are the flags of serve, the default command.
 type serveFlags struct {
@@ -43,6 +49,8 @@ type serveFlags struct {
 	otlpOn      bool
 	otlpEvery   time.Duration
 	otlpTimeout time.Duration
+	// otlpSet: --otlp.metrics.interval or .timeout was given.
+	otlpSet [2]bool
 
 	cpuBudget  float64
 	cpuBackoff time.Duration
@@ -70,8 +78,8 @@ func serveCommand(app *kingpin.Application) *command {
 	c.Flag("web.enable-lifecycle", "Reload the configs on POST /-/reload (as SIGHUP does); without it that path answers 403.").BoolVar(&f.lifecycle)
 	f.web = kingpinflag.AddFlags(c, DefaultAddress)
 	c.Flag("otlp.metrics", "Also push every metric served on /metrics (the exporter's own included) over OTLP, to the endpoint, protocol (grpc or http/protobuf), headers and TLS of the OTEL_EXPORTER_OTLP_* variables (docs/otlp.md).").BoolVar(&f.otlpOn)
-	c.Flag("otlp.metrics.interval", fmt.Sprintf("Time between OTLP pushes, %v to %v.", otlp.MinInterval, otlp.MaxInterval)).Default(otlp.DefaultInterval.String()).DurationVar(&f.otlpEvery)
-	c.Flag("otlp.metrics.timeout", "Time one OTLP push may take, all its requests together; at most the interval.").Default(otlp.DefaultTimeout.String()).DurationVar(&f.otlpTimeout)
+	c.Flag("otlp.metrics.interval", fmt.Sprintf("Time between OTLP pushes, %v to %v.", otlp.MinInterval, otlp.MaxInterval)).Default(otlp.DefaultInterval.String()).IsSetByUser(&f.otlpSet[0]).DurationVar(&f.otlpEvery)
+	c.Flag("otlp.metrics.timeout", "Time one OTLP push may take, all its requests together; at most the interval.").Default(otlp.DefaultTimeout.String()).IsSetByUser(&f.otlpSet[1]).DurationVar(&f.otlpTimeout)
 	return &command{clause: c, check: f.checkFlags, run: f.run}
 }
 
@@ -89,8 +97,26 @@ func (f *serveFlags) checkFlags() error {
 	if err := f.load.check(sources); err != nil {
 		return err
 	}
+	if f.verbose && !f.check {
+		return errors.New("--verbose applies to --config.check only")
+	}
 	if err := applySystemdFD(f.web); err != nil {
 		return err
+	}
+	if err := checkListenAddresses(*f.web.WebListenAddresses); err != nil {
+		return err
+	}
+	if err := web.CheckMetricsPath(f.metricsPath, f.enablePprof); err != nil {
+		return err
+	}
+	if f.maxRequests < 0 || f.maxRequests > maxWebLimit {
+		return fmt.Errorf("--web.max-requests %d: must be 0 (no limit) to %d", f.maxRequests, maxWebLimit)
+	}
+	if f.maxConns < 1 || f.maxConns > maxWebLimit {
+		return fmt.Errorf("--web.max-connections %d: must be 1 to %d", f.maxConns, maxWebLimit)
+	}
+	if !f.otlpOn && (f.otlpSet[0] || f.otlpSet[1]) {
+		return errors.New("--otlp.metrics.interval and --otlp.metrics.timeout apply with --otlp.metrics only")
 	}
 	if f.otlpOn {
 		if err := otlp.CheckOptions(f.otlpEvery, f.otlpTimeout); err != nil {
@@ -106,10 +132,30 @@ func (f *serveFlags) checkFlags() error {
 	return web.CheckConfigFile(*f.web.WebConfigFile)
 }
 
+// checkListenAddresses checks the form of each --web.listen-address:
+// host:port (a port number or service name), or vsock://, which
+// exporter-toolkit parses itself.
+func checkListenAddresses(addrs []string) error {
+	for _, a := range addrs {
+		if strings.HasPrefix(a, "vsock://") {
+			continue
+		}
+		_, port, err := net.SplitHostPort(a)
+		if err == nil {
+			_, err = net.LookupPort("tcp", port)
+		}
+		if err != nil {
+			return fmt.Errorf("--web.listen-address %s: want host:port, :port or vsock://<cid>:<port> (%v)", quote(a), err)
+		}
+	}
+	return nil
+}
+
 // run serves until SIGINT or SIGTERM, or runs --config.check.
 func (f *serveFlags) run(e *env) int {
 	log := e.log
 	f.load.ref.skipCacheNote(log)
+	f.src.noteLeftOut(log)
 	defer f.load.start(log)()
 	if f.check {
 		return f.runCheck(e)
