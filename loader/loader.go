@@ -348,7 +348,7 @@ func loadError(spec *ebpf.CollectionSpec, err error) error {
 		if why := explainVerifier(ve.Log); why != "" {
 			return &lackingError{fmt.Sprintf("load: %s: verifier rejected program: %v; verifier log tail:\n  %s", why, ve.Cause, tail), err}
 		}
-		return fmt.Errorf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, tail)
+		return &explainedError{fmt.Sprintf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, tail), err}
 	}
 	if why := explainMapCreate(spec, err); why != "" {
 		return &lackingError{fmt.Sprintf("load: %s: %v", why, err), err}
