@@ -47,6 +47,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/internal/printable"
+	"github.com/kernel-exporter/kernel_exporter/internal/suggest"
 )
 
 // DefaultNamespace prefixes every metric name unless a config sets its own.
@@ -525,32 +526,11 @@ var topKeys = []string{"alternatives", "attach_to", "cgroup_id_map", "kaddrs", "
 // of the schema, never a secret.
 func unknownTopKey(k string) string {
 	for _, known := range topKeys {
-		if len(k) <= MaxToken && editDistance(k, known) <= 2 {
+		if len(k) <= MaxToken && suggest.Distance(k, known) <= 2 {
 			return fmt.Sprintf("unknown key %s at the top level (did you mean %q?)", Quote(k), known)
 		}
 	}
 	return fmt.Sprintf("unknown key of %d bytes at the top level: not a config? (known keys: %s)", len(k), strings.Join(topKeys, ", "))
-}
-
-// editDistance is the Levenshtein distance of two short strings, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func typeNoun(goType string) string {

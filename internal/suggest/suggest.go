@@ -40,7 +40,7 @@ func Closest(name string, known []string) []string {
 		if len(k) > maxName || abs(len(k)-len(name)) > limit {
 			continue
 		}
-		if d := distance(strings.ToLower(name), strings.ToLower(k)); d <= limit {
+		if d := Distance(strings.ToLower(name), strings.ToLower(k)); d <= limit {
 			ms = append(ms, match{k, d, i})
 		}
 	}
@@ -77,9 +77,11 @@ func DidYouMean(name string, known []string, format func(string) string) string 
 	return " (did you mean " + strings.Join(c[:len(c)-1], ", ") + " or " + last + "?)"
 }
 
-// distance is the optimal string alignment distance of a and b, over
-// bytes.
-func distance(a, b string) int {
+// Distance is the optimal string alignment distance of a and b, over
+// bytes: the fewest insertions, deletions, substitutions and swaps of two
+// adjacent bytes that turn a into b. It takes len(a)*len(b) steps: for
+// short strings.
+func Distance(a, b string) int {
 	// Three rows: the one before the previous (for swaps), the previous
 	// and the current.
 	pp := make([]int, len(b)+1)

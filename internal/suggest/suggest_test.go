@@ -22,11 +22,11 @@ func TestDistance(t *testing.T) {
 		{"runqlat", "timers", 7},
 		{"kitten", "sitting", 3},
 	} {
-		if got := distance(tc.a, tc.b); got != tc.want {
-			t.Errorf("distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		if got := Distance(tc.a, tc.b); got != tc.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
-		if got := distance(tc.b, tc.a); got != tc.want {
-			t.Errorf("distance(%q, %q) = %d, want %d (symmetric)", tc.b, tc.a, got, tc.want)
+		if got := Distance(tc.b, tc.a); got != tc.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d (symmetric)", tc.b, tc.a, got, tc.want)
 		}
 	}
 }
