@@ -56,6 +56,7 @@ type loadFlags struct {
 	bpfStats    bool
 	capsKeep    string
 	kubeNode    string
+	kubeNodeSet bool // given as a flag, not by $NODE_NAME
 	kubeConfig  string
 	kubeCache   int
 	ref         *refLoadFlags
@@ -82,7 +83,7 @@ func addLoadFlags(c *kingpin.CmdClause) *loadFlags {
 	c.Flag("bpf.memory-budget", "Kernel memory all configs' maps together may hold, estimated from their specs before they are created (as 256MiB, 1GiB); a config that would go over it is refused. 0 means no budget.").Default(budget.DefaultMemoryBudgetText).StringVar(&f.memBudget)
 	c.Flag("bpf.stats", "Turn on kernel.bpf_stats_enabled while running (restored on exit), for per-program run time and count.").BoolVar(&f.bpfStats)
 	c.Flag("capabilities.keep", "Capabilities to keep once every program is attached, besides CAP_BPF (which reading maps needs on kernels before 6.5): comma-separated names (cap_syslog, CAP_SYS_ADMIN, perfmon), \"none\", or \"all\" to drop nothing. Every other capability is dropped from all sets and no_new_privs is set.").Default("none").StringVar(&f.capsKeep)
-	c.Flag("kube.node-name", "Node whose pods the kube_namespace, kube_pod and kube_container decoders watch through the Kubernetes API (from the downward API's spec.nodeName).").Envar("NODE_NAME").StringVar(&f.kubeNode)
+	c.Flag("kube.node-name", "Node whose pods the kube_namespace, kube_pod and kube_container decoders watch through the Kubernetes API (from the downward API's spec.nodeName).").Envar("NODE_NAME").IsSetByUser(&f.kubeNodeSet).StringVar(&f.kubeNode)
 	c.Flag("kube.kubeconfig", "Kubeconfig file of the Kubernetes API for the kube_* decoders. Default: the in-cluster service account when KUBERNETES_SERVICE_HOST is set, else no API access (pods are labelled by UID, containers by id).").StringVar(&f.kubeConfig)
 	c.Flag("kube.cache-size", fmt.Sprintf("Pods the kube_* decoders keep names of: this many live and this many deleted ones, 1 to %d.", kube.MaxCacheSize)).Default(strconv.Itoa(kube.DefaultCacheSize)).IntVar(&f.kubeCache)
 	f.ref = addRefLoadFlags(c)
@@ -121,8 +122,10 @@ func (f *loadFlags) check(sources []exporter.Source) error {
 	if f.kubeCache < 1 || f.kubeCache > kube.MaxCacheSize {
 		return fmt.Errorf("--kube.cache-size %d: must be 1 to %d", f.kubeCache, kube.MaxCacheSize)
 	}
-	if n := f.kubeNode; n != "" && (len(n) > maxNodeName || !nodeName.MatchString(n)) {
-		return fmt.Errorf("--kube.node-name (or $NODE_NAME) %s: not a Kubernetes node name (lowercase letters, digits, '-' and '.', at most %d bytes)", quote(n), maxNodeName)
+	// $NODE_NAME is a common name that other tools set (CI agents): only
+	// the flag is checked.
+	if n := f.kubeNode; f.kubeNodeSet && (len(n) > maxNodeName || !nodeName.MatchString(n)) {
+		return fmt.Errorf("--kube.node-name %s: not a Kubernetes node name (lowercase letters, digits, '-' and '.', at most %d bytes)", quote(n), maxNodeName)
 	}
 	for _, file := range []struct{ flag, path string }{{"--btf.path", f.btfPath}, {"--kube.kubeconfig", f.kubeConfig}} {
 		if err := checkFile(file.flag, file.path); err != nil {
