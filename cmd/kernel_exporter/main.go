@@ -101,7 +101,8 @@ func run() int {
 	topTarget := topCmd.Arg("program", "A bundled program (or, with --config.dir, <dir>/<program>.yaml).").Required().String()
 	topInterval := topCmd.Flag("interval", fmt.Sprintf("Time between frames, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).Duration()
 	topCount := topCmd.Flag("count", fmt.Sprintf("Frames to show, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").Int()
-	app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden()
+	helperArgs := app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden().
+		Arg("settings", "Internal: what the helper may load (privsep.Settings).").Strings()
 	app.Version(version.Print("kernel_exporter"))
 	// --version and --help to stdout (kingpin's default is stderr), so that
 	// kernel_exporter --version | grep works; errors stay on stderr.
@@ -126,7 +127,7 @@ func run() int {
 	ref.skipCacheNote(log)
 	slog.SetDefault(log)
 	if command == privsep.Command {
-		return privsep.Main(log)
+		return privsep.Main(log, *helperArgs)
 	}
 	termOpts := term.Options{Command: command, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log}
 	var termSource exporter.Source
@@ -236,16 +237,16 @@ func run() int {
 		}
 	}
 
-	// The CPU budget turns statistics on and re-attaches after the
-	// capability drop: a helper started now keeps what that needs, so
-	// that this process does not (package privsep).
+	// Reloads load, the CPU budget turns statistics on and re-attaches,
+	// after the capability drop: a helper started now keeps what that
+	// needs, so that this process does not (package privsep).
 	var helper *privsep.Client
-	if !dumping && !terminal && !*check && cpuOpts.Budget > 0 && !keepAllCaps {
-		helper = privsep.StartLogged(log)
+	if !dumping && !terminal && !*check && !keepAllCaps {
+		helper = privsep.StartLogged(log, privsep.Settings{Sources: sources, AttachTo: attachOverrides, DisableAttach: disabled, BTFPath: *btfPath}, *loadTimeout)
 		defer helper.Stop()
 		cpuOpts.EnableStats = helper.StatsFunc()
 	}
-	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Tracepoints: helper.Tracepoints(), Logger: log,
+	exp := exporter.New(exporter.Options{Sources: sources, CacheSize: *cacheSize, MaxSeries: *maxSeries, BTFPath: *btfPath, AttachTo: attachOverrides, DisableAttach: disabled, LoadTimeout: *loadTimeout, MemoryBudget: memBytes, Tracepoints: helper.Tracepoints(), Loader: helper.Loader(), Logger: log,
 		Compat: ref.Compat, DefaultNamespace: ref.namespace(),
 		Kube: &kube.Options{NodeName: *kubeNode, Kubeconfig: *kubeConfig, CacheSize: *kubeCache, Logger: log}})
 	defer exp.Close()
@@ -298,6 +299,9 @@ func run() int {
 		exp.Registry.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 	exp.Registry.MustRegister(versioncollector.NewCollector("kernel_exporter"))
+	if helper != nil {
+		exp.Registry.MustRegister(helper)
+	}
 	if *otlpOn {
 		p, err := otlp.New(ctx, exp.Status, exp.Registry, otlp.Options{Interval: *otlpEvery, Timeout: *otlpTimeout,
 			Version: version.Version, Registerer: exp.Registry, Logger: log})
