@@ -295,9 +295,12 @@ func parseLoadMessage(msg []byte, nfds int) (loadMessage, error) {
 		if len(f) != 2 {
 			return loadMessage{}, errors.New("want: alt <group> <choice>")
 		}
-		g, err1 := index(f[0], 0)
-		c, err2 := index(f[1], -1)
-		if err := errors.Join(err1, err2); err != nil {
+		g, err := index(f[0], 0)
+		if err != nil {
+			return loadMessage{}, err
+		}
+		c, err := index(f[1], -1)
+		if err != nil {
 			return loadMessage{}, err
 		}
 		return loadMessage{kind: kind, group: g, choice: c}, wantFDs(0, 0)
@@ -306,9 +309,12 @@ func parseLoadMessage(msg []byte, nfds int) (loadMessage, error) {
 		if len(f) != 3 {
 			return loadMessage{}, errors.New("want: alterr <group> <choice> <text>")
 		}
-		g, err1 := index(f[0], 0)
-		c, err2 := index(f[1], 0)
-		if err := errors.Join(err1, err2); err != nil {
+		g, err := index(f[0], 0)
+		if err != nil {
+			return loadMessage{}, err
+		}
+		c, err := index(f[1], 0)
+		if err != nil {
 			return loadMessage{}, err
 		}
 		return loadMessage{kind: kind, group: g, choice: c, text: printable(f[2])}, wantFDs(0, 0)
