@@ -5,33 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/proctest"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/privsep"
 )
-
-// childPids returns the pids of pid's children.
-func childPids(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, s := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(s); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
 
 // helperPids returns the pids of e's privileged helper: its supervisor
 // (the exporter's one child) and the worker (the supervisor's one child),
@@ -40,11 +22,11 @@ func helperPids(t *testing.T, e *Exporter) (supervisor, worker int) {
 	t.Helper()
 	pid := e.cmd.Process.Pid
 	Eventually(t, 10*time.Second, func() bool {
-		kids := childPids(pid)
+		kids := proctest.Children(pid)
 		if len(kids) != 1 {
 			return false
 		}
-		w := childPids(kids[0])
+		w := proctest.Children(kids[0])
 		if len(w) != 1 {
 			return false
 		}
@@ -54,22 +36,14 @@ func helperPids(t *testing.T, e *Exporter) (supervisor, worker int) {
 	return supervisor, worker
 }
 
-// procFDs returns what each descriptor of pid points to, by number.
+// procFDs is proctest.FDs, failing t on an error.
 func procFDs(t *testing.T, pid int) map[int]string {
 	t.Helper()
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, err := os.ReadDir(dir)
+	fds, err := proctest.FDs(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[int]string{}
-	for _, ent := range ents {
-		n, _ := strconv.Atoi(ent.Name())
-		if target, err := os.Readlink(filepath.Join(dir, ent.Name())); err == nil {
-			out[n] = target
-		}
-	}
-	return out
+	return fds
 }
 
 // onlyHelperFDs checks that pid holds 0, 1 and 2, its socket as 3, and
@@ -128,7 +102,7 @@ func TestPrivilegedHelperFDs(t *testing.T) {
 		t.Fatalf("exporter %d: descriptor 9 -> %q, second address served: %v: want the marker and %s (the test's setup)\n%v\n%s",
 			pid, parent[9], strings.Contains(e.Logs(), "address="+second), second, parent, e.Logs())
 	}
-	if len(childPids(pid)) == 0 {
+	if len(proctest.Children(pid)) == 0 {
 		t.Fatalf("exporter %d started no privileged helper\n%s", pid, e.Logs())
 	}
 	// Let the worker run its start-up (the CPU budget's first window
@@ -139,8 +113,8 @@ func TestPrivilegedHelperFDs(t *testing.T) {
 	// the exporter started is checked.
 	foreign := append(sockets, marker)
 	var report []string
-	for _, kid := range childPids(pid) {
-		for _, p := range append([]int{kid}, childPids(kid)...) {
+	for _, kid := range proctest.Children(pid) {
+		for _, p := range append([]int{kid}, proctest.Children(kid)...) {
 			fds := onlyHelperFDs(t, "helper", p, foreign...)
 			report = append(report, fmt.Sprintf("%d: %v", p, fds))
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
-	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 // epermSpec is one tracepoint program that returns 0.
@@ -47,17 +45,9 @@ func TestLoadErrorNamesCapabilityChild(t *testing.T) {
 // cilium/ebpf's "MEMLOCK may be too low" (RLIMIT_MEMLOCK has not counted
 // since 5.11), and still matches EPERM.
 func TestLoadErrorNamesCapability(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.SkipOrFail(t, "needs root to drop capabilities")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadErrorNamesCapabilityChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "KE_EPERM_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
+	out := runChild(t, "TestLoadErrorNamesCapabilityChild", "KE_EPERM_CHILD")
 	var msg string
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		if m, ok := strings.CutPrefix(line, "ERR "); ok {
 			msg = m
 		}
@@ -71,7 +61,7 @@ func TestLoadErrorNamesCapability(t *testing.T) {
 	if strings.Contains(msg, "MEMLOCK") {
 		t.Errorf("error %q still blames MEMLOCK", msg)
 	}
-	if !strings.Contains(string(out), "EPERM true") {
+	if !strings.Contains(out, "EPERM true") {
 		t.Errorf("error does not match EPERM:\n%s", out)
 	}
 }

@@ -24,6 +24,7 @@ package loader
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/cilium/ebpf"
@@ -74,14 +75,8 @@ func (h *Handover) Close() {
 	h.Maps, h.Programs, h.Links = nil, nil, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Handover returns the descriptors of the object's maps, programs and
 // links. They stay the object's: send them, then Close the object. A

@@ -19,18 +19,7 @@ import (
 // syscall entry into slot 1.
 func handoverSpec() *ebpf.CollectionSpec {
 	count := func(slot int32) asm.Instructions {
-		return asm.Instructions{
-			asm.LoadMapPtr(asm.R1, 0).WithReference("counts"),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.StoreImm(asm.RFP, -4, int64(slot), asm.Word),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "out"),
-			asm.Mov.Imm(asm.R1, 1),
-			asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-			asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-			asm.Return(),
-		}
+		return countInstructions(asm.LoadMapPtr(asm.R1, 0).WithReference("counts"), slot)
 	}
 	return &ebpf.CollectionSpec{
 		Maps: map[string]*ebpf.MapSpec{"counts": {Name: "counts", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 2}},

@@ -1,17 +1,14 @@
 package privsep
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/proctest"
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
@@ -374,44 +372,6 @@ func TestErrorReplyBounded(t *testing.T) {
 	}
 }
 
-// children returns the pids of pid's children.
-func children(t *testing.T, pid int) []int {
-	t.Helper()
-	var out []int
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, s := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(s); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-// fdTargets returns what each descriptor of pid points to, by number.
-func fdTargets(t *testing.T, pid int) map[int]string {
-	t.Helper()
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int]string{}
-	for _, e := range ents {
-		n, _ := strconv.Atoi(e.Name())
-		target, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err == nil {
-			out[n] = target
-		}
-	}
-	return out
-}
-
 // runtimeFD reports whether a descriptor target is one the Go runtime
 // opens for itself, close-on-exec, in every process of this binary: its
 // netpoller (started at init by a dependency that opens the executable,
@@ -429,7 +389,11 @@ func checkHelperFDs(t *testing.T, what string, pid int) {
 	var bad []string
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		fds, bad = fdTargets(t, pid), nil
+		var err error
+		if fds, err = proctest.FDs(pid); err != nil {
+			t.Fatal(err)
+		}
+		bad = nil
 		for n, target := range fds {
 			if n > 3 && !runtimeFD(target) || n == 3 && !strings.HasPrefix(target, "socket:") {
 				bad = append(bad, strconv.Itoa(n)+" -> "+target)
@@ -467,37 +431,39 @@ func gone(pid int) bool {
 	return false
 }
 
+// logFile is a file the helpers log into (their stderr, passed as is, so
+// no goroutine copies it); String reads it.
+type logFile struct{ *os.File }
+
+func newLogFile(t *testing.T) logFile {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "helper-log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return logFile{f}
+}
+
+func (l logFile) String() string {
+	b, _ := os.ReadFile(l.Name())
+	return string(b)
+}
+
 // startHelper starts the real helper (this test binary, see TestMain)
-// with s, logging into a buffer.
-func startHelper(t *testing.T, s Settings) (*Client, *syncBuffer) {
+// with s, logging into a file.
+func startHelper(t *testing.T, s Settings) (*Client, logFile) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "needs root for the helper's capabilities")
 	}
-	logs := &syncBuffer{}
-	c, err := Start(Options{Path: os.Args[0], Stderr: logs, Settings: s, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	logs := newLogFile(t)
+	c, err := Start(Options{Path: os.Args[0], Stderr: logs.File, Settings: s, Logger: slog.New(slog.NewTextHandler(logs.File, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c, logs
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestStartHelper starts the real helper with a descriptor this process
@@ -534,7 +500,7 @@ func TestStartHelper(t *testing.T) {
 	}
 	want := HelperCapabilities & self.Permitted // each only if this process had it
 	sup, worker := c.SupervisorPid(), c.Pid()
-	if kids := children(t, sup); !slices.Equal(kids, []int{worker}) {
+	if kids := proctest.Children(sup); !slices.Equal(kids, []int{worker}) {
 		t.Errorf("supervisor %d has children %v, want the worker %d", sup, kids, worker)
 	}
 	wcaps, err := loader.StatusCaps("/proc/" + strconv.Itoa(worker) + "/status")
@@ -595,10 +561,10 @@ func TestCloseInherited(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer marker.Close()
-	var logs syncBuffer
+	logs := newLogFile(t)
 	cmd := exec.Command(os.Args[0], Command)
 	cmd.ExtraFiles = []*os.File{child, marker}
-	cmd.Stderr = &logs
+	cmd.Stderr = logs.File
 	cmd.Env = helperEnv
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

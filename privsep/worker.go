@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -140,17 +141,17 @@ func serveLoad(fd int, o ops, req request) error {
 	if err != nil {
 		return send(fd, errorReply(err), nil)
 	}
-	for _, n := range sortedNames(h.Maps) {
+	for _, n := range slices.Sorted(maps.Keys(h.Maps)) {
 		if err := send(fd, []byte(msgMap+" "+n), []int{h.Maps[n]}); err != nil {
 			return err
 		}
 	}
-	for _, n := range sortedNames(h.Programs) {
+	for _, n := range slices.Sorted(maps.Keys(h.Programs)) {
 		if err := send(fd, []byte(msgProg+" "+n), []int{h.Programs[n]}); err != nil {
 			return err
 		}
 	}
-	for _, n := range sortedNames(h.Links) {
+	for _, n := range slices.Sorted(maps.Keys(h.Links)) {
 		fds := h.Links[n]
 		for len(fds) > 0 {
 			k := min(len(fds), MaxFDsPerMessage)
@@ -213,15 +214,6 @@ func checkHandover(h loader.Handover) error {
 		return fmt.Errorf("%d descriptors in %d messages: more than %d or %d", nfds, msgs, MaxLoadFDs, MaxLoadMessages)
 	}
 	return nil
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // realOps are the kernel's operations.
