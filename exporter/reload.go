@@ -239,14 +239,14 @@ func (e *Exporter) reloadOne(i int, src Source, reloaded map[string]bool) Reload
 		err = e.swap(src.Name, names, c)
 	}
 	if err != nil {
-		closeSpans(sr)
-		if obj != nil {
-			obj.Close()
-		}
 		if _, ok := e.conflicts[src.Name]; ok {
 			e.digests[src.Name] = dg // retried when the other config reloads or its files change
 		}
 		e.mu.Unlock()
+		closeSpans(sr)
+		if obj != nil {
+			obj.Close()
+		}
 		// load replaced the config's reservation: give back the old
 		// version's (or nothing, when none runs).
 		if wasLive {
