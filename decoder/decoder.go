@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decoder turns the raw bytes of a BPF map key field into a
 // Prometheus label value.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package decoder
 
 // Name methods: each decoder reports its registered name (see Named), which

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package integration runs the real kernel_exporter binary against this
 // machine's kernel: tests trigger kernel events and assert that metrics moved
 // by the expected amount. They need root and BPF; with CI=true they fail

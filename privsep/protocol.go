@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package privsep keeps the few privileged operations the exporter needs
 // after start-up in a separate, small helper process, so that the exporter
 // itself, which parses HTTP requests, holds only CAP_BPF.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Prints the path of a Go command that can build this module, installing one
 # when the machine has none. Used by the Makefile (GO := $(shell ...)).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # image.sh: writes kernel_exporter's container image as the OCI archive
 # $DIST/kernel_exporter-$VERSION.oci.tar (make image sets every variable
 # below from the Makefile): for each of $ARCHES, the static binary built as

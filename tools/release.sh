@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # release.sh: writes the release into $DIST (make release sets every variable
 # below from the Makefile):
 #   kernel_exporter-$VERSION.linux-$ARCH.tar.gz  a directory of the same name

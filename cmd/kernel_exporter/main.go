@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kernel_exporter runs eBPF programs in the kernel and serves their
 // maps as Prometheus metrics. See README.md for flags and examples.
 package main

@@ -1,3 +1,8 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* Generated (bpftool btf dump format c) from the BTF of a Linux 6.18 x86-64
+ * kernel, /sys/kernel/btf/vmlinux; tools/vmlinux.sh x86 FILE DESCRIPTION regenerates it.
+ * The declarations are the Linux kernel's own types, under its licence.
+ * Do not edit: regenerate. */
 #ifndef __VMLINUX_H__
 #define __VMLINUX_H__
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testenv decides how a test ends when this machine lacks what it
 // needs. A test never passes without having checked what it is about: it
 // ends as SKIP with the reason. Under CI=true, what every CI machine of this

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command image writes kernel_exporter's container image as an OCI archive
 // (an OCI image layout in a tar file, as `podman load -i` and
 // `podman run oci-archive:FILE` read it), from static binaries already
