@@ -1,4 +1,7 @@
-# kernel_exporter Makefile.
+# SPDX-License-Identifier: Apache-2.0
+# kernel_exporter Makefile. Plain make builds ./kernel_exporter (make build).
+
+.DEFAULT_GOAL := build
 
 # ---------------------------------------------------------------------------
 # BPF programs
@@ -13,8 +16,17 @@
 # order otherwise follows the length of the checkout path), then strips DWARF
 # (.BTF and .BTF.ext, which CO-RE needs, are kept).
 #
-#   make bpf        rebuild the objects in place
-#   make bpf-check  fail if a committed object is stale or missing
+# Whether an object is stale is judged by the content of its inputs, never by
+# file times: programs/bpf.sum records, for every object, the sha256 of its
+# inputs (source, headers, tools/bpf-build.sh, BPF_ARCH) and of its bytes
+# (tools/bpf-sum.sh). In a fresh clone every committed object is up to date,
+# and make bpf needs no clang.
+#
+#   make bpf        rebuild the objects whose inputs changed, in place, and
+#                   rewrite programs/bpf.sum
+#   make bpf-check  rebuild every object into a scratch directory and fail if
+#                   a committed one differs, is missing, or programs/bpf.sum
+#                   does not match the tree
 #   make bpf-deps   install the toolchain (Debian/Ubuntu, used by CI)
 # ---------------------------------------------------------------------------
 
@@ -24,21 +36,17 @@ BPF_ARCH   ?= x86
 export CLANG LLVM_STRIP BPF_ARCH
 
 BPF_DIR     := programs
-BPF_INCLUDE := include
 BPF_BUILD   := tools/bpf-build.sh
+BPF_SUM     := tools/bpf-sum.sh
 
 BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c))
-BPF_OBJS    := $(BPF_SRCS:.bpf.c=.bpf.o)
-BPF_HEADERS := $(sort $(wildcard $(BPF_INCLUDE)/*.h $(BPF_INCLUDE)/*/*.h))
 
 .PHONY: bpf bpf-check bpf-deps
 
-bpf: $(BPF_OBJS)
-
 # Programs, and the test objects embedded in the integration tests (see
 # make test-kernels).
-%.bpf.o: %.bpf.c $(BPF_HEADERS) $(BPF_BUILD)
-	$(BPF_BUILD) . $<
+bpf:
+	@$(BPF_SUM) update $(BPF_SRCS)
 
 # Rebuild every object into a scratch directory and compare it with the one
 # in the tree. Also catches a source without an object and the reverse.
@@ -64,6 +72,7 @@ bpf-check:
 			fail=1; \
 		fi; \
 	done; \
+	$(BPF_SUM) check $(BPF_SRCS) || fail=1; \
 	if [ "$$fail" -ne 0 ]; then exit 1; fi; \
 	echo "bpf-check: $(words $(BPF_SRCS)) object(s) up to date"
 
