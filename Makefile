@@ -248,9 +248,11 @@ bench-budget:
 #   make install    (root) the static binary to $(DESTDIR)$(PREFIX)/bin, the
 #                   systemd unit (ExecStart under $(PREFIX)) to
 #                   $(SYSTEMD_UNIT_DIR), the sysusers file to
-#                   $(SYSUSERS_DIR)/kernel_exporter.conf, and an empty
+#                   $(SYSUSERS_DIR)/kernel_exporter.conf, an empty
 #                   $(CONFIG_DIR)/ for user programs (existing files are
-#                   kept). Starts nothing.
+#                   kept), and the headers programs are built with in
+#                   $(PREFIX)/share/kernel_exporter/include (where
+#                   kernel_exporter new finds them). Starts nothing.
 #   make uninstall  removes them ($(CONFIG_DIR) only when empty).
 #   make release    into $(DIST)/: for each of $(RELEASE_ARCHES), a tarball
 #                   kernel_exporter-<version>.linux-<arch>.tar.gz and a .deb
@@ -283,11 +285,16 @@ install: build
 	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service
 	install -D -m 0644 deploy/kernel_exporter.sysusers $(DESTDIR)$(SYSUSERS_DIR)/kernel_exporter.conf
 	[ -d $(DESTDIR)$(CONFIG_DIR) ] || install -d -m 0755 $(DESTDIR)$(CONFIG_DIR)
+	for h in $$(cd include && find . -name '*.h'); do \
+		install -D -m 0644 include/$$h $(DESTDIR)$(PREFIX)/share/kernel_exporter/include/$$h; \
+	done
 	@echo "installed; to run it: systemd-sysusers && systemctl daemon-reload && systemctl enable --now kernel_exporter"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/$(BINARY) $(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service \
 		$(DESTDIR)$(SYSUSERS_DIR)/kernel_exporter.conf
+	rm -rf $(DESTDIR)$(PREFIX)/share/kernel_exporter/include
+	-rmdir $(DESTDIR)$(PREFIX)/share/kernel_exporter 2>/dev/null
 	@if [ -d $(DESTDIR)$(CONFIG_DIR) ]; then \
 		rmdir $(DESTDIR)$(CONFIG_DIR) 2>/dev/null || echo "kept $(DESTDIR)$(CONFIG_DIR): not empty"; \
 	fi
