@@ -40,6 +40,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/privsep"
 	"github.com/kernel-exporter/kernel_exporter/programs"
+	"github.com/kernel-exporter/kernel_exporter/scaffold"
 	"github.com/kernel-exporter/kernel_exporter/term"
 	"github.com/kernel-exporter/kernel_exporter/web"
 )
@@ -104,6 +105,7 @@ func run() int {
 	topInterval := topCmd.Flag("interval", fmt.Sprintf("Time between frames, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).Duration()
 	topCount := topCmd.Flag("count", fmt.Sprintf("Frames to show, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").Int()
 	app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden()
+	newCmd := scaffold.AddCommand(app)
 	app.Version(version.Print("kernel_exporter"))
 	// --version and --help to stdout (kingpin's default is stderr), so that
 	// kernel_exporter --version | grep works; errors stay on stderr.
@@ -113,6 +115,9 @@ func run() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if command == newCmd.FullCommand() {
+		return newCmd.Run(os.Stdout, os.Stderr)
 	}
 	// The terminal mode's screen is for its tables: it logs warnings and
 	// errors only, unless --log.level asks for debug.
