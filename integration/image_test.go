@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -233,21 +232,9 @@ func checkImageLicences(t *testing.T, id string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	files := map[string]string{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("podman export: %v", err)
-		}
-		if strings.HasPrefix(strings.TrimPrefix(h.Name, "/"), "usr/share/doc/kernel_exporter/") {
-			body, _ := io.ReadAll(io.LimitReader(tr, 4<<20))
-			files[strings.TrimPrefix(h.Name, "/")] = string(body)
-		}
-	}
+	files := tarFiles(t, "podman export", f, func(name string) bool {
+		return strings.HasPrefix(name, "usr/share/doc/kernel_exporter/")
+	}, 4<<20)
 	doc := "usr/share/doc/kernel_exporter/"
 	for file, want := range map[string]string{
 		"LICENSE":                   "Apache License",

@@ -281,20 +281,7 @@ func checkReleaseTarball(t *testing.T, dist, version string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s.tar.gz: %v", top, err)
-		}
-		head := make([]byte, 256)
-		n, _ := io.ReadFull(tr, head)
-		files[h.Name] = string(head[:n])
-	}
+	files := tarFiles(t, top+".tar.gz", zr, func(string) bool { return true }, 256)
 	for _, want := range append([]string{"kernel_exporter", "README.md"}, releaseKit...) {
 		if _, ok := files[top+"/"+want]; !ok {
 			t.Errorf("%s.tar.gz lacks %s/%s", top, top, want)
@@ -348,5 +335,32 @@ func checkDebCopyright(t *testing.T, path string) {
 		if !used[l] {
 			t.Errorf("%s: no Files paragraph under %s", path, l)
 		}
+	}
+}
+
+// tarFiles reads the tar stream r (what names it in errors) and returns
+// the entries whose name, without a leading "/", keep accepts, each with
+// its first max bytes.
+func tarFiles(t *testing.T, what string, r io.Reader, keep func(string) bool, max int64) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		name := strings.TrimPrefix(h.Name, "/")
+		if !keep(name) {
+			continue
+		}
+		body, err := io.ReadAll(io.LimitReader(tr, max))
+		if err != nil {
+			t.Fatalf("%s: %s: %v", what, name, err)
+		}
+		files[name] = string(body)
 	}
 }

@@ -129,29 +129,24 @@ func ParseAttach(flag, spec string) (Attach, error) {
 }
 
 // String is the spec form: tracepoint:sched:sched_process_exec.
-func (a Attach) String() string {
-	switch a.Kind {
-	case "tracepoint":
-		return a.Kind + ":" + a.Group + ":" + a.Event
-	case "raw_tp", "tp_btf":
-		return a.Kind + ":" + a.Event
-	case "uprobe", "uretprobe":
-		return a.Kind + ":" + a.Path + ":" + a.Symbol
-	}
-	return a.Kind + ":" + a.Func
-}
+func (a Attach) String() string { return a.Kind + ":" + a.target(":") }
 
-// Section is the ELF section the loader attaches by.
-func (a Attach) Section() string {
+// Section is the ELF section the loader attaches by:
+// tracepoint/sched/sched_process_exec.
+func (a Attach) Section() string { return a.Kind + "/" + a.target("/") }
+
+// target is what follows the kind, with sep between a tracepoint's group
+// and event.
+func (a Attach) target(sep string) string {
 	switch a.Kind {
 	case "tracepoint":
-		return "tracepoint/" + a.Group + "/" + a.Event
+		return a.Group + sep + a.Event
 	case "raw_tp", "tp_btf":
-		return a.Kind + "/" + a.Event
+		return a.Event
 	case "uprobe", "uretprobe":
-		return a.Kind + "/" + a.Path + ":" + a.Symbol
+		return a.Path + ":" + a.Symbol
 	}
-	return a.Kind + "/" + a.Func
+	return a.Func
 }
 
 // Context is the C parameter of the program's function: what the program

@@ -56,21 +56,12 @@ func TestRunReproducible(t *testing.T) {
 	}
 
 	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(a))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	readTar(t, a, func(h *tar.Header, body []byte) {
 		if h.ModTime.Unix() != 1700000000 || h.Uid != 0 || h.Gid != 0 {
 			t.Errorf("%s: mtime %v uid %d gid %d, want 1700000000 and root", h.Name, h.ModTime.Unix(), h.Uid, h.Gid)
 		}
-		body, _ := io.ReadAll(tr)
 		files[h.Name] = body
-	}
+	})
 	var index struct {
 		Manifests []struct {
 			MediaType   string
@@ -117,18 +108,7 @@ func TestRootfsDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	tr := tar.NewReader(bytes.NewReader(layer))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(tr)
-		got[h.Name] = fmt.Sprintf("%o %s", h.Mode, body)
-	}
+	readTar(t, layer, func(h *tar.Header, body []byte) { got[h.Name] = fmt.Sprintf("%o %s", h.Mode, body) })
 	for name, want := range map[string]string{
 		"kernel_exporter":                    "755 bin",
 		"usr/share/doc/":                     "755 ",
@@ -189,5 +169,25 @@ func TestRunBadInput(t *testing.T) {
 	}
 	if err := (archFlag{"doc", binFlag{}}).Set("s390x=/d"); err == nil || !strings.Contains(err.Error(), "-doc") {
 		t.Errorf("-doc s390x: %v", err)
+	}
+}
+
+// readTar calls f with every entry of the tar archive data and its bytes.
+func readTar(t *testing.T, data []byte, f func(*tar.Header, []byte)) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(h, body)
 	}
 }
