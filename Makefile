@@ -123,8 +123,12 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=make \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids
-# QEMU without its recommended packages (GUI libraries): the matrix runs headless.
+# Nothing is installed with its Recommends (tools/install-debs.sh): what the
+# tests need is named, ca-certificates (Go modules over HTTPS) and kmod
+# (modprobe, for kernels that load veth and friends as modules) included.
+TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids
+# QEMU for the kernel matrix (headless: no GUI libraries, as nothing is
+# installed with its Recommends).
 QEMU_DEBS := qemu-system-x86
 
 .PHONY: build run test test-deps check vet fmt-check fuzz
@@ -139,22 +143,14 @@ run: build
 # Debian packages, then the kube-apiserver the Kubernetes tests run and the
 # OpenTelemetry Collector the OTLP tests send to (built once from the Go
 # module proxy, cached in .cache/kube-apiserver and .cache/otelcol).
+# tools/install-debs.sh installs without Recommends and leaves no service
+# running or enabled (etcd, prometheus, podman.socket...): the tests start
+# their own.
 test-deps:
-	@missing=""; for p in $(TEST_DEBS); do \
+	@missing=""; for p in $(TEST_DEBS) $(QEMU_DEBS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
-	qmissing=""; for p in $(QEMU_DEBS); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || qmissing="$$qmissing $$p"; \
-	done; \
-	if [ -n "$$missing$$qmissing" ]; then apt-get update -qq; fi; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi; \
-	if [ -n "$$qmissing" ]; then \
-		echo "installing:$$qmissing"; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$qmissing; \
-	fi
+	if [ -n "$$missing" ]; then apt-get update -qq && tools/install-debs.sh $$missing; fi
 	$(MAKE) --no-print-directory kube-apiserver
 	$(MAKE) --no-print-directory otelcol
 
