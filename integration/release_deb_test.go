@@ -135,6 +135,7 @@ func TestReleaseDeb(t *testing.T) {
 		}
 		t.Logf("systemd-analyze verify: err=%v %s", err, out)
 	}
+	checkDebNew(t)
 	argv := unitCommand(t, unit)
 
 	port := freePort(t)
@@ -363,4 +364,47 @@ func tarFiles(t *testing.T, what string, r io.Reader, keep func(string) bool, ma
 		}
 		files[name] = string(body)
 	}
+}
+
+// checkDebNew writes a program with the installed binary's new command: it
+// must take the headers the package installed rather than write its own,
+// and the program must build with them (clang-19) and load (make check).
+func checkDebNew(t *testing.T) {
+	t.Helper()
+	const inc = "/usr/share/kernel_exporter/include"
+	dir := filepath.Join(t.TempDir(), "kedeb")
+	out, err := exec.Command("/usr/bin/kernel_exporter", "new", "kedeb", "--dir", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kernel_exporter new: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "headers: "+inc+"\n") {
+		t.Errorf("kernel_exporter new did not take the installed headers:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "include")); !os.IsNotExist(err) {
+		t.Errorf("kernel_exporter new wrote headers although the package installed them: %v", err)
+	}
+	if _, err := exec.LookPath("clang-19"); err != nil {
+		// Not a skip: the rest of the package test still runs.
+		if testenv.UnderCI() {
+			t.Errorf("clang-19 not found (make test-deps installs it): cannot build the program new wrote")
+		} else {
+			t.Logf("clang-19 not found: the program new wrote from the .deb is not built")
+		}
+		return
+	}
+	for _, target := range []string{"", "check"} {
+		mk := exec.Command("make", "--no-print-directory")
+		if target != "" {
+			mk.Args = append(mk.Args, target)
+		}
+		mk.Dir = dir
+		out, err := mk.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %s in a program new wrote from the .deb: %v\n%s", target, err, out)
+		}
+		if target == "check" && !strings.Contains(string(out), "ok    kedeb ") {
+			t.Errorf("make check:\n%s", out)
+		}
+	}
+	t.Logf("kernel_exporter new from the .deb: headers from %s, built and checked", inc)
 }
