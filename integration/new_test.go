@@ -7,11 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -108,26 +106,15 @@ func TestNewProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // not unlocked: the renamed thread exits
-		p, _ := unix.BytePtrFromString(comm)
-		if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(p)), 0, 0, 0); err != nil {
-			errc <- err
-			return
-		}
+	onNamedThread(t, comm, func() error {
 		for range n {
 			syscall.Getppid()
 			if err := unix.Kill(sleeper.Process.Pid, unix.SIGCONT); err != nil {
-				errc <- err
-				return
+				return err
 			}
 		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+		return nil
+	})
 	after := e.Scrape()
 	labels := L("comm", comm)
 	if d := after.Value("kernel_kenew_count_total", labels) - before.Value("kernel_kenew_count_total", labels); d != n {
