@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bounded opens and reads files that come from outside the exporter
 // (configs, BPF objects, uprobe and USDT targets, kallsyms, procfs and sysfs
 // files) without letting them hang or exhaust it.

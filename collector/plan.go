@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package collector reads BPF maps at scrape time and turns them into
 // Prometheus metrics.
 //

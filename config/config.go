@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config defines the YAML schema of a kernel_exporter program and
 // validates it.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exporter wires configs, the loader and collectors together: for
 // each requested config it parses the YAML, compiles it against the object's
 // maps, loads and attaches the object, and registers a collector. One config

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package exporter
 
 // Hot reload as a diff of config sets: every source is read again and its

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 // Naming the cause of "operation not permitted" from a load. cilium/ebpf

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 // Naming what an older kernel lacks when it refuses an object. The verifier

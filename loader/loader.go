@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loader turns a program's BPF object into running kernel programs.
 //
 // The model: an Object is one config's <name>.bpf.o. Load parses the ELF into

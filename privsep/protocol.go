@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package privsep keeps the privileged operations the exporter needs
 // after start-up in separate, small helper processes, so that the
 // exporter itself, which parses HTTP requests, holds only CAP_BPF.

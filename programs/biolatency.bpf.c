@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -62,7 +62,7 @@
 #define REQ_OP_MASK	0xff	/* (1 << REQ_OP_BITS) - 1, REQ_OP_BITS == 8 */
 #define MINORBITS	20	/* kernel dev_t: major << 20 | minor */
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct bio_key {
 	__u32 device;

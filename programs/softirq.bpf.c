@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -47,7 +47,7 @@
 #define MAX_BUCKET	36
 #define NR_VECTORS	10	/* NR_SOFTIRQS on every kernel with tp_btf */
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct softirq_key {
 	__u32 vector;

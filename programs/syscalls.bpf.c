@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -52,7 +52,7 @@
 #define MAX_ERRNO	4095
 #define TS_COMPAT	0x0002	/* arch/x86/include/asm/thread_info.h */
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct syscall_error_key {
 	__u32 syscall;

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package term is the terminal mode of kernel_exporter: the hist and top
 // commands, which show one program's maps to a person at a terminal, with
 // no server, no port and no Prometheus.

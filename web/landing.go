@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package web serves the exporter over HTTP: metrics (exposition.Handler),
 // pprof when enabled, and the landing page at "/".
 //

@@ -1,10 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kernel_exporter runs eBPF programs in the kernel and serves their
 // maps as Prometheus metrics. See README.md for flags and examples.
 //
 // Each command has its own file: serve.go (the default command, and its
-// --config.check mode in check.go), dump.go, term.go (hist and top) and
-// helper.go (the hidden privileged helper). A command declares its flags on
-// its own kingpin clause, so that a flag another command has is refused;
+// --config.check mode in check.go), dump.go, term.go (hist and top),
+// new.go (package scaffold) and helper.go (the hidden privileged helper).
+// A command declares its flags on its own kingpin clause, so that a flag another command has is refused;
 // the flags several commands share are declared by the groups of flags.go
 // (loadFlags, sourceFlags). main.go only builds the application, parses,
 // turns every flag error into one line naming the flag and exit code 2
@@ -73,6 +75,7 @@ func commands(app *kingpin.Application) []*command {
 		termCommand(app, termHist),
 		termCommand(app, termTop),
 		helperCommand(app),
+		newCommand(app),
 	}
 }
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otlpenv reads the standard OpenTelemetry exporter variables that
 // both OTLP senders of this exporter share, per signal: spans (package
 // spans, signal "TRACES") and pushed metrics (package exposition/otlp,

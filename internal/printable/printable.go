@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package printable makes text from outside safe to show: config names and
 // values, names from a BPF object's ELF and BTF, label values read from
 // the kernel, values from the command line. Whatever the text holds, what

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proctest reads, for tests, what procfs says about a process:
 // its children and what its file descriptors point to.
 package proctest

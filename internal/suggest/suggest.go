@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package suggest finds the known names closest to a mistyped one, for
 // errors such as "no bundled program "biolatncy" (did you mean
 // biolatency?)".
