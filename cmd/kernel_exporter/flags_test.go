@@ -132,7 +132,7 @@ func TestBadFlags(t *testing.T) {
 		tc{[]string{"hist", "biolatncy"}, `hist: no bundled program "biolatncy"`},
 		tc{[]string{"top", "biolatency.bio_latency_seconds"}, "top takes a program name, not a metric"},
 		tc{[]string{"privileged-helper", "--programs=timers"}, "--programs applies to serve and dump, not privileged-helper"},
-		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top)`},
+		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new)`},
 		tc{[]string{"dupm"}, `unexpected argument "dupm" (did you mean dump?)`},
 	)
 
