@@ -34,7 +34,7 @@ func TestBPFDropped(t *testing.T) {
 		return sum
 	}
 	stale := put("stale_start", 5)
-	requeued := put("requeued_start", 1)
+	other := put("other_reason", 1)
 	odd := put("a b", 2) + put("a\xffb", 3) // both "a_b"
 	mfs := collect(t, c)
 	got := map[string]float64{}
@@ -49,7 +49,7 @@ func TestBPFDropped(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]float64{"stale_start": stale, "requeued_start": requeued, "a_b": odd}
+	want := map[string]float64{"stale_start": stale, "other_reason": other, "a_b": odd}
 	if len(got) != len(want) {
 		t.Errorf("reasons %v, want %v", got, want)
 	}
