@@ -312,8 +312,9 @@ func (p *Plan) compileLabels(path string, mp *MetricPlan, labels []config.Label,
 // mapNames lists the object's maps for an error, as config.Quote shows
 // them, at most 16.
 func mapNames(spec *ebpf.CollectionSpec) string {
-	// ke_map_update_errors is the helpers' own (maphealth.go), never a metric.
-	names := slices.DeleteFunc(sortedKeys(spec.Maps), func(n string) bool { return n == UpdateErrorsMap })
+	// ke_map_update_errors and ke_dropped are the helpers' own (maphealth.go,
+	// drops.go), never a metric.
+	names := slices.DeleteFunc(sortedKeys(spec.Maps), func(n string) bool { return n == UpdateErrorsMap || n == DroppedMap })
 	if len(names) == 0 {
 		return "none"
 	}

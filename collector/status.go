@@ -127,7 +127,7 @@ func (s *Status) States() []State {
 // Describe sends the status descriptors.
 func (s *Status) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, loadingDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
-		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc, seriesExpiredDesc, perfDroppedDesc} {
+		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc, seriesExpiredDesc, perfDroppedDesc, bpfDroppedDesc} {
 		ch <- d
 	}
 	for _, d := range mapHealthDescs {
