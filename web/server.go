@@ -51,6 +51,11 @@ const (
 	StartupWait = 5 * time.Second
 )
 
+// readAhead is how far net/http reads past http.Server.MaxHeaderBytes
+// before it answers 431 (its bufio slop): MaxHeaderBytes is set this much
+// below Options.MaxHeaderBytes so that the latter is the real bound.
+const readAhead = 4096
+
 // Defaults of Options' limits.
 const (
 	// DefaultMaxRequests is the default of --web.max-requests (as in
@@ -64,6 +69,16 @@ const (
 	// further clients wait in the kernel's accept queue, holding no file
 	// descriptor of the process, until one ends.
 	DefaultMaxConnections = 512
+	// DefaultMaxHeaderBytes is the default of --web.max-header-bytes: the
+	// request line and headers of one request, in bytes. Prometheus sends
+	// about 600 (its Accept header, the longest legitimate one, is about
+	// 350), a browser on /ui/ about 1 KiB plus its cookies. Parsed, 8 KiB
+	// of the smallest header lines take about 160 KB of memory
+	// (docs/security.md).
+	DefaultMaxHeaderBytes = 8 << 10
+	// MinMaxHeaderBytes and MaxMaxHeaderBytes bound --web.max-header-bytes.
+	MinMaxHeaderBytes = 8 << 10
+	MaxMaxHeaderBytes = 1 << 20
 )
 
 // Options configure the HTTP server.
@@ -75,6 +90,9 @@ type Options struct {
 	MaxRequests int
 	// MaxConnections bounds open connections (> 0); see Listen.
 	MaxConnections int
+	// MaxHeaderBytes bounds a request's line and headers, from
+	// MinMaxHeaderBytes to MaxMaxHeaderBytes bytes. Longer ones get 431.
+	MaxHeaderBytes int
 	EnablePprof    bool
 	Version        string
 	// Loaded is closed when every config's load has ended; until then (and
@@ -137,7 +155,7 @@ func CheckMetricsPath(p string, pprofOn bool) error {
 // status and gatherer with exposition.Handler, the live page of package ui
 // under ui.Path, pprof when enabled) and timeouts. It returns the
 // error of CheckMetricsPath, or one for MaxRequests < 0 or
-// MaxConnections < 1.
+// MaxConnections < 1 or MaxHeaderBytes out of range.
 func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *collector.Status, flags *toolkit.FlagConfig, opts Options) (*Server, error) {
 	if err := CheckMetricsPath(opts.MetricsPath, opts.EnablePprof); err != nil {
 		return nil, err
@@ -147,6 +165,9 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	}
 	if opts.MaxConnections < 1 {
 		return nil, fmt.Errorf("--web.max-connections %d: must be 1 or more", opts.MaxConnections)
+	}
+	if opts.MaxHeaderBytes < MinMaxHeaderBytes || opts.MaxHeaderBytes > MaxMaxHeaderBytes {
+		return nil, fmt.Errorf("--web.max-header-bytes %d: must be %d to %d", opts.MaxHeaderBytes, MinMaxHeaderBytes, MaxMaxHeaderBytes)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -182,6 +203,7 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes - readAhead,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ConnState:         connState,
 	}

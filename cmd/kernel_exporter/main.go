@@ -74,6 +74,7 @@ func run() int {
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).Int()
 		maxConns    = app.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the connection idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).Int()
+		maxHeader   = app.Flag("web.max-header-bytes", fmt.Sprintf("Maximum size in bytes of a request's line and headers, %d to %d; longer ones get 431.", web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)).Default(strconv.Itoa(web.DefaultMaxHeaderBytes)).Int()
 		noExpMetric = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").Bool()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
 		lifecycle   = app.Flag("web.enable-lifecycle", "Reload the configs on POST /-/reload (as SIGHUP does); without it that path answers 403.").Bool()
@@ -314,7 +315,7 @@ func run() int {
 	cpu := budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
 		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }})
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{
-		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns,
+		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns, MaxHeaderBytes: *maxHeader,
 		EnablePprof: *enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
 		CPURates: cpu.LastRates, EnableLifecycle: *lifecycle,
 		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },

@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// statusKB returns a field of /proc/<pid>/status given in kB (VmHWM, VmRSS).
+func statusKB(t *testing.T, pid int, field string) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read status of %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			if v, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB")); err == nil {
+				return v
+			}
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s line:\n%s", pid, field, data)
+	return 0
+}
+
+// smallHeaders returns n bytes of request header lines, each a distinct
+// short name with an empty value ("h1:\r\n"): the most parsed headers, so
+// the most memory, for the bytes sent.
+func smallHeaders(n int) []byte {
+	b := make([]byte, 0, n+16)
+	for i := 0; len(b) < n; i++ {
+		b = append(b, 'h')
+		b = strconv.AppendInt(b, int64(i), 36)
+		b = append(b, ":\r\n"...)
+	}
+	return b
+}
+
+// resetPeakRSS sets the VmHWM of pid to its current RSS (clear_refs 5,
+// Linux 4.0), so that a later VmHWM is the peak since.
+func resetPeakRSS(t *testing.T, pid int) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("reset the peak RSS of %d: %v", pid, err)
+	}
+}
+
+// TestHardening25HeaderFlood sends 100 concurrent requests with 1 MiB of
+// small headers each. Go's default header limit (1 MiB) let them take the
+// exporter's peak RSS (VmHWM) from about 40 MB to 664-1057 MB; with
+// --web.max-header-bytes (8 KiB) each gets 431 after its first 8 KiB, and
+// the peak stays under 100 MB. Then 100 connections each hold a head just
+// under the limit, made of the smallest header lines, without ending it:
+// the peak stays under 100 MB too. A scrape with Prometheus' own headers
+// still answers 200.
+func TestHardening25HeaderFlood(t *testing.T) {
+	const clients, size = 100, 1 << 20
+	e := Start(t, "--programs=timers")
+	pid := e.pid()
+	before := statusKB(t, pid, "VmRSS")
+	resetPeakRSS(t, pid)
+	headers := smallHeaders(size)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		codes = map[string]int{}
+	)
+	start := time.Now()
+	ready := make(chan struct{})
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status := "no answer"
+			defer func() { mu.Lock(); codes[status]++; mu.Unlock() }()
+			c, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+			if err != nil {
+				status = "dial: " + err.Error()
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			<-ready
+			// The server answers 431 and closes once the limit is
+			// passed: the rest of the write fails, and is not needed.
+			go func() {
+				c.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n"))
+				c.Write(headers)
+				c.Write([]byte("\r\n"))
+			}()
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			status = resp.Status
+		}()
+	}
+	close(ready)
+	wg.Wait()
+	peak := statusKB(t, pid, "VmHWM")
+	t.Logf("%d concurrent requests with %d KiB of small headers each, in %v: answers %v; RSS %d MB before, peak (VmHWM) %d MB",
+		clients, size>>10, time.Since(start).Round(time.Millisecond), codes, before>>10, peak>>10)
+	if peak > 100<<10 {
+		t.Errorf("peak RSS %d MB under the header flood, want under 100 MB", peak>>10)
+	}
+	if n := codes["431 Request Header Fields Too Large"]; n < clients/2 {
+		t.Errorf("%d of %d requests got 431, want most (the others may see the connection reset first): %v", n, clients, codes)
+	}
+
+	// Heads held open just under the default limit (8 KiB), never ended:
+	// each stays parsed in memory until the header timeout.
+	before = statusKB(t, pid, "VmRSS")
+	resetPeakRSS(t, pid)
+	held := smallHeaders(8<<10 - 200)
+	for i := range clients {
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+		if err != nil {
+			t.Fatalf("dial #%d: %v", i, err)
+		}
+		defer c.Close()
+		c.Write([]byte("GET /metrics HTTP/1.1\r\nHost: x\r\n"))
+		c.Write(held)
+	}
+	time.Sleep(time.Second)
+	peak = statusKB(t, pid, "VmHWM")
+	t.Logf("%d connections holding %d bytes of small headers each: RSS %d MB before, peak (VmHWM) %d MB", clients, len(held), before>>10, peak>>10)
+	if peak > 100<<10 {
+		t.Errorf("peak RSS %d MB with %d held heads, want under 100 MB", peak>>10, clients)
+	}
+
+	// Prometheus' own request (its Accept header is the largest
+	// legitimate one) is served.
+	req, err := http.NewRequest("GET", e.URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.4,application/openmetrics-text;version=0.0.1;q=0.3,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.2,text/plain;version=0.0.4;q=0.1,*/*;q=0.05")
+	req.Header.Set("User-Agent", "Prometheus/3.5.0")
+	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "10")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("scrape with Prometheus' headers after the flood: %s", resp.Status)
+	}
+}
