@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -157,4 +158,131 @@ func TestHardening25HeaderFlood(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("scrape with Prometheus' headers after the flood: %s", resp.Status)
 	}
+}
+
+// TestHardening25SilentConnections keeps 3000 connections from loopback
+// open that send nothing (each one the exporter closes is opened again a
+// second later),
+// and scrapes from loopback too, every 100 ms for 12 s (past one header
+// timeout, 10 s): every scrape must answer within 2 s. Before, the silent
+// connections held all 512 slots of --web.max-connections in rounds of
+// 10 s and /metrics got no answer for about 60 s. Now the kernel queues a
+// connection for accept only once it has sent something
+// (TCP_DEFER_ACCEPT), or 10 s after its handshake; then a silent
+// connection takes the place only of idle ones or ones silent for a
+// second, and a scraper's, whose request is there, that of a silent one.
+func TestHardening25SilentConnections(t *testing.T) {
+	connFlood(t, Start(t, "--programs=timers"), "127.0.0.1", nil, true, 12*time.Second)
+}
+
+// TestHardening25PartialRequests opens 3000 connections from 127.0.0.2
+// that each send the first bytes of a request and nothing more, which
+// TCP_DEFER_ACCEPT does not hold back, and scrapes from 127.0.0.1 every
+// 100 ms for 8 s: every scrape must answer within 2 s, and the exporter
+// holds at most 64 of the 3000. Before, they held all 512 slots for 10 s
+// at a time, as silent ones did; now 127.0.0.2 holds at most
+// --web.max-connections-per-address (64), its further connections are
+// refused, and the scraper's address has room.
+func TestHardening25PartialRequests(t *testing.T) {
+	e := Start(t, "--programs=timers")
+	before := openFDs(t, e.pid())
+	held := connFlood(t, e, "127.0.0.2", []byte("GET "), false, 8*time.Second)
+	t.Logf("open fds: %d before the flood, %d during it", before, held)
+	if held-before > 64+8 {
+		t.Errorf("open fds grew by %d with 3000 connections from one address, want at most its cap 64 (and a few of the scrapes')", held-before)
+	}
+}
+
+// connFlood opens 3000 connections from address from to e, each sending
+// first (nothing when nil) and then nothing more, and when again, opens
+// each one the exporter closes again a second later; meanwhile it scrapes
+// e from 127.0.0.1 every 100 ms for d, each scrape within 2 s. It returns
+// the exporter's open file descriptors at the end of the scrapes.
+func connFlood(t *testing.T, e *Exporter, from string, first []byte, again bool, d time.Duration) int {
+	const conns, bound = 3000, 2 * time.Second
+	addr := strings.TrimPrefix(e.URL, "http://")
+	dialer := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	stop := make(chan struct{})
+	var (
+		flood   sync.WaitGroup
+		opened  atomic.Int64
+		dialErr atomic.Int64
+	)
+	start := time.Now()
+	up := make(chan struct{}, conns)
+	for range conns {
+		flood.Go(func() {
+			once := true
+			for {
+				c, err := dialer.Dial("tcp", addr)
+				if err != nil {
+					dialErr.Add(1)
+					time.Sleep(10 * time.Millisecond)
+				} else {
+					opened.Add(1)
+				}
+				if once {
+					up <- struct{}{}
+					once = false
+				}
+				if err == nil {
+					// Held until the exporter closes it.
+					go func() { <-stop; c.Close() }()
+					c.Write(first)
+					c.Read(make([]byte, 1))
+					c.Close()
+				}
+				// Opened again a second later: a persistent
+				// client, not a SYN flood (which fills the
+				// kernel's queues before the exporter sees it).
+				if !again {
+					return
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		})
+	}
+	defer func() { close(stop); flood.Wait() }()
+	for range conns {
+		<-up
+	}
+	what := "silent"
+	if first != nil {
+		what = fmt.Sprintf("%q-sending", first)
+	}
+	t.Logf("%d %s connections from %s open in %v", conns, what, from, time.Since(start).Round(time.Millisecond))
+	client := &http.Client{Timeout: bound, Transport: &http.Transport{DisableKeepAlives: true}}
+	var longest time.Duration
+	scrapes, failed := 0, 0
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		s := time.Now()
+		resp, err := client.Get(e.URL + "/metrics")
+		d := time.Since(s)
+		scrapes++
+		longest = max(longest, d)
+		if err != nil {
+			failed++
+			t.Errorf("scrape %d, %v into the flood: %v after %v", scrapes, time.Since(start).Round(time.Millisecond), err, d.Round(time.Millisecond))
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			failed++
+			t.Errorf("scrape %d: %s", scrapes, resp.Status)
+		}
+	}
+	fds := openFDs(t, e.pid())
+	ms := e.Scrape()
+	t.Logf("%d scrapes from 127.0.0.1 during the flood, %d failed, longest %v; %d %s connections opened (%d dials failed); the exporter evicted %v new ones and refused %v",
+		scrapes, failed, longest.Round(time.Millisecond), opened.Load(), what, dialErr.Load(),
+		ms.Value("kernel_exporter_http_connections_evicted_total", L("state", "new")), ms.Value("kernel_exporter_http_connections_refused_total", nil))
+	if longest > bound {
+		t.Errorf("longest scrape %v during the flood, want at most %v", longest, bound)
+	}
+	return fds
 }

@@ -12,6 +12,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
@@ -64,11 +65,21 @@ const (
 	DefaultMaxRequests = 40
 	// DefaultMaxConnections is the default of --web.max-connections: open
 	// connections, idle ones included. At the cap, a new client takes the
-	// place of the connection idle longest (closed, counted in
-	// kernel_exporter_http_connections_evicted_total); when none is idle,
-	// further clients wait in the kernel's accept queue, holding no file
-	// descriptor of the process, until one ends.
+	// place of the oldest connection that has sent no complete request,
+	// else of the one idle longest (closed, counted in
+	// kernel_exporter_http_connections_evicted_total); when every one is
+	// serving a request, further clients wait in the kernel's accept
+	// queue, holding no file descriptor of the process, until one ends.
 	DefaultMaxConnections = 512
+	// DefaultMaxConnectionsPerAddress is the default of
+	// --web.max-connections-per-address: connections from one client
+	// address (an IPv4 address, an IPv6 /64), so that one client never
+	// takes every slot. A new connection over it takes the place of one
+	// of that address's own, as at the global cap, or is closed at once
+	// when all of them are serving requests. Prometheus keeps one
+	// connection per target, a reverse proxy in front of the exporter a
+	// few.
+	DefaultMaxConnectionsPerAddress = 64
 	// DefaultMaxHeaderBytes is the default of --web.max-header-bytes: the
 	// request line and headers of one request, in bytes. Prometheus sends
 	// about 600 (its Accept header, the longest legitimate one, is about
@@ -90,6 +101,9 @@ type Options struct {
 	MaxRequests int
 	// MaxConnections bounds open connections (> 0); see Listen.
 	MaxConnections int
+	// MaxConnectionsPerAddress bounds the open connections of one client
+	// address (> 0); see Listen.
+	MaxConnectionsPerAddress int
 	// MaxHeaderBytes bounds a request's line and headers, from
 	// MinMaxHeaderBytes to MaxMaxHeaderBytes bytes. Longer ones get 431.
 	MaxHeaderBytes int
@@ -119,7 +133,8 @@ type Server struct {
 	log       *slog.Logger
 	listeners []net.Listener
 	maxConns  int
-	evicted   prometheus.Counter
+	perAddr   int
+	limits    limitMetrics
 }
 
 // CheckMetricsPath returns an error naming the flag and value unless p is a
@@ -166,6 +181,9 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	if opts.MaxConnections < 1 {
 		return nil, fmt.Errorf("--web.max-connections %d: must be 1 or more", opts.MaxConnections)
 	}
+	if opts.MaxConnectionsPerAddress < 1 {
+		return nil, fmt.Errorf("--web.max-connections-per-address %d: must be 1 or more", opts.MaxConnectionsPerAddress)
+	}
 	if opts.MaxHeaderBytes < MinMaxHeaderBytes || opts.MaxHeaderBytes > MaxMaxHeaderBytes {
 		return nil, fmt.Errorf("--web.max-header-bytes %d: must be %d to %d", opts.MaxHeaderBytes, MinMaxHeaderBytes, MaxMaxHeaderBytes)
 	}
@@ -206,21 +224,43 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 		MaxHeaderBytes:    opts.MaxHeaderBytes - readAhead,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ConnState:         connState,
+		ConnContext:       connContext,
 	}
-	evicted := prometheus.NewCounter(prometheus.CounterOpts{
+	evicted := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kernel_exporter_http_connections_evicted_total",
-		Help: "HTTP connections closed while idle to admit a new client at --web.max-connections.",
+		Help: "HTTP connections closed to admit a new client at --web.max-connections or --web.max-connections-per-address, by state: new (no complete request sent yet) or idle (between requests).",
+	}, []string{"state"})
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kernel_exporter_http_connections_refused_total",
+		Help: "HTTP connections closed at once because their address held --web.max-connections-per-address connections, all serving requests.",
 	})
-	if reg != nil {
-		if err := reg.Register(evicted); err != nil {
-			are, ok := err.(prometheus.AlreadyRegisteredError)
-			if !ok {
-				return nil, fmt.Errorf("register kernel_exporter_http_connections_evicted_total: %w", err)
-			}
-			evicted = are.ExistingCollector.(prometheus.Counter)
+	if err := register(reg, &evicted); err != nil {
+		return nil, err
+	}
+	if err := register(reg, &refused); err != nil {
+		return nil, err
+	}
+	limits := limitMetrics{EvictedNew: evicted.WithLabelValues("new"), EvictedIdle: evicted.WithLabelValues("idle"), Refused: refused}
+	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, perAddr: opts.MaxConnectionsPerAddress, limits: limits}, nil
+}
+
+// register registers *c with reg (nil: none), or sets *c to the collector
+// already registered under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
+	if reg == nil {
+		return nil
+	}
+	err := reg.Register(*c)
+	if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+		if prev, ok := are.ExistingCollector.(C); ok {
+			*c = prev
+			return nil
 		}
 	}
-	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, evicted: evicted}, nil
+	if err != nil {
+		return fmt.Errorf("register the HTTP connection counters: %w", err)
+	}
+	return nil
 }
 
 // waitLoaded holds a request until loaded is closed, the request ends or
@@ -260,9 +300,11 @@ func MaxConnections(want int) int {
 // Listen binds the listeners: the systemd socket-activated ones with
 // --web.systemd-socket, else one TCP listener per --web.listen-address.
 // Together they hold at most MaxConnections(Options.MaxConnections)
-// connections at once, each listener an equal share: at the cap, a new client evicts the connection idle longest, or
-// waits for one to end when none is idle (see limitListener). It returns
-// the bind error (address in use, no permission).
+// connections at once, and Options.MaxConnectionsPerAddress of one client
+// address: at a cap, a new client takes the place of a connection that has
+// sent no complete request or is idle, or waits for one to end when every
+// one is serving a request (see connLimiter). It returns the bind error
+// (address in use, no permission).
 func (s *Server) Listen() error {
 	var ls []net.Listener
 	if s.flags.WebSystemdSocket != nil && *s.flags.WebSystemdSocket {
@@ -272,6 +314,9 @@ func (s *Server) Listen() error {
 		}
 		for _, l := range acts {
 			if l != nil {
+				if err := keepDeferAccept(l); err != nil {
+					s.log.Warn("cannot set TCP_DEFER_ACCEPT on a socket passed by systemd: connections that send nothing take slots at once", "address", l.Addr(), "err", err)
+				}
 				ls = append(ls, l)
 			}
 		}
@@ -295,14 +340,11 @@ func (s *Server) Listen() error {
 	if n < s.maxConns {
 		s.log.Warn("connection cap lowered to half of the file-descriptor limit", "max_connections", n, "wanted", s.maxConns)
 	}
-	// The cap is for all listeners together: each gets its share, so that
-	// several --web.listen-address values never hold more than n.
-	share := max(n/len(ls), 1)
-	if share*len(ls) > n {
-		s.log.Warn("more listeners than --web.max-connections: one connection each", "listeners", len(ls), "max_connections", n)
-	}
+	// One limiter for all listeners: several --web.listen-address values
+	// never hold more than n, nor one address more than its cap.
+	lim := newConnLimiter(n, s.perAddr, s.limits)
 	for i, l := range ls {
-		ls[i] = newLimitListener(l, share, s.evicted)
+		ls[i] = lim.listen(l)
 	}
 	s.listeners = ls
 	return nil
@@ -312,7 +354,14 @@ func (s *Server) Listen() error {
 // socket to its host).
 func listenOne(a string) (net.Listener, error) {
 	if !strings.HasPrefix(a, "vsock://") {
-		return net.Listen("tcp", a)
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) { serr = deferAccept(int(fd)) }); err != nil {
+				return err
+			}
+			return serr
+		}}
+		return lc.Listen(context.Background(), "tcp", a)
 	}
 	u, err := url.Parse(a)
 	if err != nil {
@@ -323,6 +372,40 @@ func listenOne(a string) (net.Listener, error) {
 		return nil, fmt.Errorf("bad vsock port %q", u.Port())
 	}
 	return vsock.Listen(uint32(port), nil)
+}
+
+// deferAccept sets TCP_DEFER_ACCEPT on the TCP listening socket fd: the
+// kernel queues a connection for accept only once its first bytes have
+// come, or ReadHeaderTimeout after its handshake; until then it is a
+// request in the SYN queue, and takes no slot, descriptor or accept of
+// the exporter. Every HTTP client (and TLS) sends first; clients that
+// connect only to close again (TCP health checks) see no difference.
+func deferAccept(fd int) error {
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, int(ReadHeaderTimeout/time.Second))
+}
+
+// keepDeferAccept sets TCP_DEFER_ACCEPT (see deferAccept) on a TCP
+// listener passed by systemd, unless its unit set it already
+// (DeferAcceptSec=). Other listeners are left as they are.
+func keepDeferAccept(l net.Listener) error {
+	tl, ok := l.(*net.TCPListener)
+	if !ok {
+		return nil
+	}
+	rc, err := tl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		v, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT)
+		if err != nil || v == 0 {
+			serr = deferAccept(int(fd))
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 func closeAll(ls []net.Listener) {

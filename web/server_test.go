@@ -14,12 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 )
 
 func opts(path string) Options {
-	return Options{MetricsPath: path, MaxRequests: DefaultMaxRequests, MaxConnections: DefaultMaxConnections, MaxHeaderBytes: DefaultMaxHeaderBytes}
+	return Options{MetricsPath: path, MaxRequests: DefaultMaxRequests, MaxConnections: DefaultMaxConnections,
+		MaxConnectionsPerAddress: DefaultMaxConnectionsPerAddress, MaxHeaderBytes: DefaultMaxHeaderBytes}
 }
 
 // TestHardening04TelemetryPath checks that a telemetry path the mux cannot
@@ -182,12 +184,14 @@ func TestStartupWait(t *testing.T) {
 
 // TestHardening08ConnectionCapAllListeners checks that --web.max-connections
 // bounds the connections of all listeners together: two listen addresses
-// with a cap of 10 take 5 each (each took 10, and K addresses K times the
-// cap, up to every file descriptor).
+// with a cap of 10 share one limiter of 10 (each took 10, and K addresses
+// K times the cap, up to every file descriptor), as does the per-address
+// cap.
 func TestHardening08ConnectionCapAllListeners(t *testing.T) {
 	addrs := []string{"127.0.0.1:0", "127.0.0.1:0"}
 	o := opts("/metrics")
 	o.MaxConnections = 10
+	o.MaxConnectionsPerAddress = 4
 	srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{WebListenAddresses: &addrs}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -196,12 +200,9 @@ func TestHardening08ConnectionCapAllListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeAll(srv.listeners)
-	total := 0
-	for _, l := range srv.listeners {
-		total += l.(*limitListener).max
-	}
-	if total != 10 {
-		t.Errorf("listeners take %d connections in all, want 10", total)
+	a, b := srv.listeners[0].(*limitListener).lim, srv.listeners[1].(*limitListener).lim
+	if a != b || a.max != 10 || a.perAddr != 4 {
+		t.Errorf("listeners take %d and %d connections (per address %d, %d), want one limiter of 10 (4)", a.max, b.max, a.perAddr, b.perAddr)
 	}
 }
 
@@ -287,3 +288,38 @@ const prometheusHead = "GET /metrics HTTP/1.1\r\n" +
 	"Accept-Encoding: gzip\r\n" +
 	"Authorization: Basic cHJvbWV0aGV1czpjb3JyZWN0LWhvcnNlLWJhdHRlcnktc3RhcGxl\r\n" +
 	"X-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n"
+
+// TestHardening25DeferAccept checks that the listeners of
+// --web.listen-address have TCP_DEFER_ACCEPT: a connection that sends
+// nothing is not accepted (takes no slot), one that sends its request is
+// served.
+func TestHardening25DeferAccept(t *testing.T) {
+	srv, addr := serveLocal(t, opts("/metrics"), "")
+	lim := srv.listeners[0].(*limitListener).lim
+	rc, err := srv.listeners[0].(*limitListener).Listener.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	rc.Control(func(fd uintptr) { v, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT) })
+	if err != nil || v == 0 {
+		t.Fatalf("TCP_DEFER_ACCEPT %d, %v; want it set", v, err)
+	}
+	for range 5 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(300 * time.Millisecond)
+	lim.mu.Lock()
+	open := lim.open
+	lim.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d connections that sent nothing accepted, want none", open)
+	}
+	if got := rawStatus(t, addr, []byte("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")); got != "HTTP/1.1 200 OK" {
+		t.Errorf("a request beside them: %q", got)
+	}
+}

@@ -73,7 +73,8 @@ func run() int {
 		cpuWindow   = app.Flag("bpf.budget-window", "CPU budget: how long BPF run-time statistics are on in each period.").Default(budget.DefaultWindow.String()).Hidden().Duration()
 		metricsPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
 		maxRequests = app.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).Int()
-		maxConns    = app.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the connection idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).Int()
+		maxConns    = app.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the oldest connection that has sent no complete request, else the one idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).Int()
+		maxPerAddr  = app.Flag("web.max-connections-per-address", "Maximum number of open HTTP connections from one client address (an IPv4 address, an IPv6 /64), at most --web.max-connections. Over it, a new connection closes one of the address's own that has sent no complete request or is idle, else it is closed.").Default(strconv.Itoa(web.DefaultMaxConnectionsPerAddress)).Int()
 		maxHeader   = app.Flag("web.max-header-bytes", fmt.Sprintf("Maximum size in bytes of a request's line and headers, %d to %d; longer ones get 431.", web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)).Default(strconv.Itoa(web.DefaultMaxHeaderBytes)).Int()
 		noExpMetric = app.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").Bool()
 		enablePprof = app.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").Bool()
@@ -315,7 +316,8 @@ func run() int {
 	cpu := budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
 		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }})
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{
-		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns, MaxHeaderBytes: *maxHeader,
+		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns,
+		MaxConnectionsPerAddress: *maxPerAddr, MaxHeaderBytes: *maxHeader,
 		EnablePprof: *enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
 		CPURates: cpu.LastRates, EnableLifecycle: *lifecycle,
 		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },
