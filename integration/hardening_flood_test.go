@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -285,4 +286,103 @@ func connFlood(t *testing.T, e *Exporter, from string, first []byte, again bool,
 		t.Errorf("longest scrape %v during the flood, want at most %v", longest, bound)
 	}
 	return fds
+}
+
+// scrapeHash8 is scrapePassword's bcrypt hash at cost 8.
+const scrapeHash8 = "$2a$08$ZnYFRAt7ztbhLTyHFQE/O.H/xdt./Sd.Mb9krjlPA33GTfcmmGCb6"
+
+// TestHardening25AuthFailures keeps 250 requests with wrong passwords in
+// flight from 127.0.0.2 (each answered one is sent again) against an
+// exporter with basic auth, and checks that the first request with the
+// right password, from 127.0.0.1, answers within 1 s. Before, every check
+// ran bcrypt, one at a time (exporter-toolkit): the right password waited
+// for the 250 wrong ones (2.8 s at cost 4; more than 10 s at cost 8). Now failed checks are limited per
+// address (5, then one a second; the rest get 429 without bcrypt) and run
+// one at a time per address, so the first right check waits for at most
+// one wrong one, and then is cached.
+//
+// The bound: two bcrypt checks at cost 8 (15-55 ms each here), plus the
+// scrape itself on 2 CPUs that also serve the attacker's requests (about
+// 1,300 answers of 429 a second) and run its 250 clients: scrapes with
+// the password cached took 30-230 ms meanwhile. (The hash is of cost 8:
+// at cost 4, 250 checks one after another took about 500 ms, too close
+// to a bound to tell.)
+func TestHardening25AuthFailures(t *testing.T) {
+	const attackers, bound = 250, time.Second
+	cfg := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(cfg, []byte("basic_auth_users:\n  prom: "+scrapeHash8+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, url, logs := spawn(t, nil, "--programs=timers", "--web.config.file="+cfg)
+	waitPort(t, url, logs)
+	e := &Exporter{t: t, cmd: cmd, URL: url, logs: logs}
+	from := func(ip string, conns int) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: conns}}
+	}
+	get := func(c *http.Client, pass string) (int, error) {
+		req, err := http.NewRequest("GET", e.URL+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pass != "" {
+			req.SetBasicAuth("prom", pass)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	bad := from("127.0.0.2", attackers)
+	var (
+		stop  = make(chan struct{})
+		wg    sync.WaitGroup
+		codes sync.Map
+	)
+	for i := range attackers {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code, err := get(bad, fmt.Sprintf("wrong-%d-%d", i, j))
+				if err != nil {
+					code = -1
+				}
+				n, _ := codes.LoadOrStore(code, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(2 * time.Second)
+
+	good := from("127.0.0.1", 1)
+	// Its connection first (a request without credentials: 401, no
+	// bcrypt), so that what is timed is the check, not the connection
+	// among the attacker's (TestHardening25SilentConnections times that).
+	if code, err := get(good, ""); err != nil || code != 401 {
+		t.Fatalf("request without credentials: %d, %v", code, err)
+	}
+	var times []time.Duration
+	for range 5 {
+		start := time.Now()
+		code, err := get(good, scrapePassword)
+		times = append(times, time.Since(start).Round(time.Millisecond))
+		if err != nil || code != 200 {
+			t.Fatalf("right password during the attack: %d, %v", code, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	counts := map[int]int64{}
+	codes.Range(func(k, v any) bool { counts[k.(int)] = v.(*atomic.Int64).Load(); return true })
+	t.Logf("%d wrong attempts in flight: right password answered in %v (the first uncached); wrong ones: %v (status: count, -1 errors)", attackers, times, counts)
+	if times[0] > bound {
+		t.Errorf("first right password answered in %v during the attack, want at most %v", times[0], bound)
+	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/mdlayher/vsock"
 	"github.com/prometheus/client_golang/prometheus"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
@@ -135,6 +137,7 @@ type Server struct {
 	maxConns  int
 	perAddr   int
 	limits    limitMetrics
+	rejected  *prometheus.CounterVec
 }
 
 // CheckMetricsPath returns an error naming the flag and value unless p is a
@@ -240,8 +243,18 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	if err := register(reg, &refused); err != nil {
 		return nil, err
 	}
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kernel_exporter_http_auth_rejected_total",
+		Help: "HTTP requests with basic-auth credentials refused, by reason: wrong (401, after a bcrypt check) or rate_limited (429, the client address used its failed checks, without one).",
+	}, []string{"reason"})
+	if err := register(reg, &rejected); err != nil {
+		return nil, err
+	}
+	rejected.WithLabelValues("wrong")
+	rejected.WithLabelValues("rate_limited")
 	limits := limitMetrics{EvictedNew: evicted.WithLabelValues("new"), EvictedIdle: evicted.WithLabelValues("idle"), Refused: refused}
-	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, perAddr: opts.MaxConnectionsPerAddress, limits: limits}, nil
+	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, perAddr: opts.MaxConnectionsPerAddress,
+		limits: limits, rejected: rejected}, nil
 }
 
 // register registers *c with reg (nil: none), or sets *c to the collector
@@ -414,11 +427,63 @@ func closeAll(ls []net.Listener) {
 	}
 }
 
-// Serve serves on the listeners of Listen, with TLS and basic
-// authentication from --web.config.file, until Shutdown. It returns
-// http.ErrServerClosed after Shutdown.
+// Serve serves on the listeners of Listen, with the TLS, basic
+// authentication and headers of --web.config.file (exporter-toolkit's
+// format; see webConfig and authHandler), until Shutdown. TLS is on when
+// the web config has TLS settings at start-up; each handshake then uses
+// them as they are at that moment (rotated certificates are picked up),
+// and HTTP/2 is offered when http_server_config.http2 (default true) is
+// set both at start-up and then. It returns the error of the web config,
+// or http.ErrServerClosed after Shutdown.
 func (s *Server) Serve() error {
-	return toolkit.ServeMultiple(s.listeners, s.HTTP, s.flags, s.log)
+	path := ""
+	if s.flags.WebConfigFile != nil {
+		path = *s.flags.WebConfigFile
+	}
+	var (
+		tlsOn, h2 bool
+		src       *webConfigSource
+	)
+	if path != "" {
+		var err error
+		if src, err = newWebConfigSource(path, s.log); err != nil {
+			return err
+		}
+		s.HTTP.Handler = newAuthHandler(s.HTTP.Handler, src, s.rejected)
+		cfg, _ := src.get()
+		tlsOn, h2 = cfg.tls != nil, cfg.http2
+	}
+	if tlsOn {
+		if !h2 {
+			s.HTTP.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		}
+		s.HTTP.TLSConfig = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg, err := src.get()
+			if err != nil {
+				return nil, err
+			}
+			if cfg.tls == nil {
+				return nil, errors.New("the web config has no TLS settings any more")
+			}
+			c := cfg.tls.Clone()
+			c.NextProtos = []string{"http/1.1"}
+			if h2 && cfg.http2 {
+				c.NextProtos = []string{"h2", "http/1.1"}
+			}
+			return c, nil
+		}}
+	}
+	var g errgroup.Group
+	for _, l := range s.listeners {
+		s.log.Info("Listening on", "address", l.Addr().String(), "tls", tlsOn, "http2", tlsOn && h2)
+		g.Go(func() error {
+			if tlsOn {
+				return s.HTTP.ServeTLS(l, "", "")
+			}
+			return s.HTTP.Serve(l)
+		})
+	}
+	return g.Wait()
 }
 
 // Shutdown stops accepting, waits up to ShutdownTimeout for requests in

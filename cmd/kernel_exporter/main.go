@@ -373,9 +373,9 @@ func run() int {
 			// loading needed can go.
 			if !keepAllCaps {
 				loader.DropAfterAttach(capsToKeep, log)
-				// exporter-toolkit reads the web config and its
-				// certificates at every request: they must stay readable
-				// without the capabilities just dropped.
+				// The server reads the web config and its
+				// certificates again when they change: they must stay
+				// readable without the capabilities just dropped.
 				if err := web.CheckConfigFile(*webFlags.WebConfigFile); err != nil {
 					log.Error("the web config is unreadable after the capability drop, so every request would fail: make it and its certificate files readable by this user, or keep cap_dac_read_search with --capabilities.keep", "err", err)
 					srv.Shutdown()
