@@ -22,20 +22,11 @@ import (
 // exporter exits 1 at once with the reason; with a readable key it serves
 // over TLS after the drop.
 func TestHardening13WebConfigAfterDrop(t *testing.T) {
-	openssl, err := exec.LookPath("openssl")
-	if err != nil {
-		testenv.SkipOrFail(t, "no openssl in PATH: %v", err)
-	}
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	key, cert := filepath.Join(dir, "key.pem"), filepath.Join(dir, "cert.pem")
-	gen := exec.Command(openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-		"-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost")
-	if out, err := gen.CombinedOutput(); err != nil {
-		t.Fatalf("openssl: %v\n%s", err, out)
-	}
+	key, _ := selfSigned(t, dir)
 	webConfig := filepath.Join(dir, "web.yml")
 	if err := os.WriteFile(webConfig, []byte("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -73,6 +64,24 @@ func TestHardening13WebConfigAfterDrop(t *testing.T) {
 	}
 }
 
+// selfSigned writes a self-signed certificate for localhost and its key
+// with openssl as dir/cert.pem and dir/key.pem, and returns the key's and
+// the certificate's paths.
+func selfSigned(t *testing.T, dir string) (key, cert string) {
+	t.Helper()
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		testenv.SkipOrFail(t, "no openssl in PATH: %v", err)
+	}
+	key, cert = filepath.Join(dir, "key.pem"), filepath.Join(dir, "cert.pem")
+	gen := exec.Command(openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+		"-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v\n%s", err, out)
+	}
+	return key, cert
+}
+
 // scrapeTLSAfterDrop runs the exporter with webConfig and scrapes it over
 // HTTPS after the capability drop; it returns "" or what went wrong.
 func scrapeTLSAfterDrop(t *testing.T, addr, webConfig string) string {
@@ -106,17 +115,8 @@ func scrapeTLSAfterDrop(t *testing.T, addr, webConfig string) string {
 // a FIFO cert_file hung start-up (no port, no log line, SIGTERM ignored)
 // and /dev/zero ended in "fatal error: out of memory".
 func TestHardening25WebConfigFiles(t *testing.T) {
-	openssl, err := exec.LookPath("openssl")
-	if err != nil {
-		testenv.SkipOrFail(t, "no openssl in PATH: %v", err)
-	}
 	dir := t.TempDir()
-	key, cert := filepath.Join(dir, "key.pem"), filepath.Join(dir, "cert.pem")
-	gen := exec.Command(openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-		"-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost")
-	if out, err := gen.CombinedOutput(); err != nil {
-		t.Fatalf("openssl: %v\n%s", err, out)
-	}
+	key, cert := selfSigned(t, dir)
 	fifo := filepath.Join(dir, "fifo.pem")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)

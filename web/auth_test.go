@@ -23,6 +23,21 @@ func authClientFrom(from string, conns int) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: conns}}
 }
 
+// promWebConfig writes a web config with basic auth of user prom with
+// password pass (bcrypt cost 4) and returns its path.
+func promWebConfig(t *testing.T, pass string) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(pass), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return web
+}
+
 // authGet sends GET /-/healthy as user prom with pass and returns the
 // response (body read and closed).
 func authGet(t *testing.T, c *http.Client, addr, pass string) (*http.Response, error) {
@@ -50,14 +65,7 @@ func authGet(t *testing.T, c *http.Client, addr, pass string) (*http.Response, e
 // address.
 func TestHardening25AuthFailures(t *testing.T) {
 	const attackers, bound = 250, time.Second
-	hash, err := bcrypt.GenerateFromPassword([]byte("right"), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := filepath.Join(t.TempDir(), "web.yml")
-	if err := os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	web := promWebConfig(t, "right")
 	o := opts("/metrics")
 	o.MaxConnectionsPerAddress = o.MaxConnections // the auth limit alone
 	_, addr := serveLocal(t, o, web)
@@ -132,14 +140,7 @@ func TestHardening25AuthFailures(t *testing.T) {
 // checked (against a hash no one knows: 401) and limited like wrong
 // passwords: 5, then 429.
 func TestAuthUnknownUserLimited(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("right"), 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := filepath.Join(t.TempDir(), "web.yml")
-	if err := os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	web := promWebConfig(t, "right")
 	_, addr := serveLocal(t, opts("/metrics"), web)
 	c := authClientFrom("127.0.0.3", 1)
 	codes := map[int]int{}
