@@ -57,14 +57,15 @@ func authGet(t *testing.T, c *http.Client, addr, pass string) (*http.Response, e
 
 // TestHardening25AuthFailures keeps 250 requests with wrong passwords in
 // flight from 127.0.0.2 and checks that a first request with the right
-// password from 127.0.0.1 is served (within 1 s: the attackers run in
-// this process too; integration's TestHardening25AuthFailures times it),
+// password from 127.0.0.1 is served (the attackers run in this process
+// too, so the time is only logged: integration's
+// TestHardening25AuthFailures bounds it),
 // that 127.0.0.2's failed checks stay within 5 and one a second while the
 // others get 429 with Retry-After and cost no bcrypt, and that once the
 // password was right it is served from the cache, even from the limited
 // address.
 func TestHardening25AuthFailures(t *testing.T) {
-	const attackers, bound = 250, time.Second
+	const attackers = 250
 	web := promWebConfig(t, "right")
 	o := opts("/metrics")
 	o.MaxConnectionsPerAddress = o.MaxConnections // the auth limit alone
@@ -124,9 +125,6 @@ func TestHardening25AuthFailures(t *testing.T) {
 	}
 	t.Logf("%d wrong attempts in flight: right password answered in %v, then %v (cached); wrong ones so far: %d got 401, %d got 429",
 		attackers, first.Round(time.Millisecond), again.Round(time.Millisecond), n401.Load(), n429.Load())
-	if first > bound {
-		t.Errorf("right password answered in %v during the attack, want at most %v", first, bound)
-	}
 	if n := noRetryHint.Load(); n > 0 {
 		t.Errorf("%d answers 429 without a Retry-After of 1 s or more", n)
 	}

@@ -319,10 +319,10 @@ func TestLimitNoEvictionOfBusyConnections(t *testing.T) {
 	}
 }
 
-// TestLimitEvictionOrderNew checks the order of eviction at the cap: first
-// connections that sent nothing (however new), then ones that sent part of
-// a request, then the one idle longest; each is counted by state, and the
-// half-sent request is never answered.
+// TestLimitEvictionOrderNew checks the order of eviction at the cap, once
+// every connection is past grace: first the one that sent nothing (opened
+// last), then the one that sent part of a request, then the one idle
+// longest (opened first); each is counted by state.
 func TestLimitEvictionOrderNew(t *testing.T) {
 	s := startLimited(t, 3, false, nil)
 	s.setGrace(100 * time.Millisecond)
@@ -354,6 +354,56 @@ func TestLimitEvictionOrderNew(t *testing.T) {
 		// The new client's connection now idles, newest of all.
 		waitFor(t, "the new client idle", func() bool { _, idle := s.slots(); return idle >= 1 })
 		defer n.Close()
+	}
+}
+
+// TestLimitYoungSending checks that connections younger than grace that
+// are sending their first request are never closed for a new client: at
+// the per-address cap the new one is refused; at the global cap it waits
+// until they pass grace, then takes the place of the oldest.
+func TestLimitYoungSending(t *testing.T) {
+	s := startLimitedPerAddr(t, 4, 2, false, nil)
+	s.setGrace(time.Minute)
+	var sending []*client
+	for range 2 {
+		c := s.dialFrom(t, "127.0.0.1")
+		c.Write([]byte("GET "))
+		sending = append(sending, c)
+	}
+	waitFor(t, "2 connections", func() bool { open, _ := s.slots(); return open == 2 })
+	time.Sleep(50 * time.Millisecond) // their bytes read
+	third := s.dialFrom(t, "127.0.0.1")
+	third.send("/")
+	if !third.closed() || value(s.m.Refused) != 1 {
+		t.Errorf("a 3rd client of 127.0.0.1 at its cap of 2 sending connections: not refused (refused %v)", value(s.m.Refused))
+	}
+	if sending[0].closed() || sending[1].closed() {
+		t.Errorf("a connection sending its request, younger than grace, was closed")
+	}
+
+	g := startLimited(t, 2, false, nil)
+	g.setGrace(500 * time.Millisecond)
+	sending = sending[:0]
+	for _, from := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := g.dialFrom(t, from)
+		c.Write([]byte("GET "))
+		sending = append(sending, c)
+	}
+	waitFor(t, "2 connections", func() bool { open, _ := g.slots(); return open == 2 })
+	start := time.Now()
+	c := g.dialFrom(t, "127.0.0.4")
+	if err := c.send("/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.read(200 * time.Millisecond); err == nil {
+		t.Errorf("a client at the global cap was served at once, in place of a connection younger than grace")
+	}
+	if body, err := c.read(2 * time.Second); err != nil || body != "ok" {
+		t.Errorf("the waiting client, once the grace passed: %q, %v", body, err)
+	}
+	t.Logf("served after %v (grace 500ms)", time.Since(start).Round(time.Millisecond))
+	if !sending[0].closed() || sending[1].closed() || value(g.m.EvictedNew) != 1 {
+		t.Errorf("closed %v %v, evicted new %v; want the oldest sending connection only", sending[0].closed(), sending[1].closed(), value(g.m.EvictedNew))
 	}
 }
 
