@@ -284,10 +284,12 @@ func openFDs(t *testing.T, pid int) int {
 	return len(ents)
 }
 
-// TestHardening08ConnectionCap opens 400 idle connections against
-// --web.max-connections=50: the process holds at most 50 of them (the rest
-// wait in the kernel's accept queue), and scrapes work again once they go.
-// Under a file-descriptor limit of 256 the cap is lowered to 128.
+// TestHardening08ConnectionCap opens 400 connections that send nothing
+// against --web.max-connections=50: the process holds at most 50 of them
+// (since TCP_DEFER_ACCEPT, none: they wait in the kernel until they send;
+// TestHardening25PartialRequests has connections that do), and scrapes
+// work again once they go. Under a file-descriptor limit of 256 the cap is
+// lowered to 128.
 func TestHardening08ConnectionCap(t *testing.T) {
 	e := Start(t, "--programs=timers", "--web.max-connections=50")
 	pid := e.cmd.Process.Pid

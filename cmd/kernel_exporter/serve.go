@@ -44,6 +44,8 @@ type serveFlags struct {
 	metricsPath string
 	maxRequests int
 	maxConns    int
+	maxPerAddr  int
+	maxHeader   int
 	noExpMetric bool
 	enablePprof bool
 	lifecycle   bool
@@ -74,7 +76,9 @@ func serveCommand(app *kingpin.Application) *command {
 	c.Flag("bpf.budget-window", "CPU budget: how long BPF run-time statistics are on in each period.").Default(budget.DefaultWindow.String()).Hidden().DurationVar(&f.cpuWindow)
 	c.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	c.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).IntVar(&f.maxRequests)
-	c.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the connection idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).IntVar(&f.maxConns)
+	c.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the oldest connection that has sent no complete request, else the one idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).IntVar(&f.maxConns)
+	c.Flag("web.max-connections-per-address", "Maximum number of open HTTP connections from one client address (an IPv4 address, an IPv6 /64), 1 to --web.max-connections. Over it, a new connection closes one of the address's own that has sent no complete request or is idle, else it is closed.").Default(strconv.Itoa(web.DefaultMaxConnectionsPerAddress)).IntVar(&f.maxPerAddr)
+	c.Flag("web.max-header-bytes", fmt.Sprintf("Maximum size in bytes of a request's line and headers, %d to %d; longer ones get 431.", web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)).Default(strconv.Itoa(web.DefaultMaxHeaderBytes)).IntVar(&f.maxHeader)
 	c.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").BoolVar(&f.noExpMetric)
 	c.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").BoolVar(&f.enablePprof)
 	c.Flag("web.enable-lifecycle", "Reload the configs on POST /-/reload (as SIGHUP does); without it that path answers 403.").BoolVar(&f.lifecycle)
@@ -116,6 +120,12 @@ func (f *serveFlags) checkFlags() error {
 	}
 	if f.maxConns < 1 || f.maxConns > maxWebLimit {
 		return fmt.Errorf("--web.max-connections %d: must be 1 to %d", f.maxConns, maxWebLimit)
+	}
+	if f.maxPerAddr < 1 || f.maxPerAddr > f.maxConns {
+		return fmt.Errorf("--web.max-connections-per-address %d: must be 1 to --web.max-connections (%d)", f.maxPerAddr, f.maxConns)
+	}
+	if f.maxHeader < web.MinMaxHeaderBytes || f.maxHeader > web.MaxMaxHeaderBytes {
+		return fmt.Errorf("--web.max-header-bytes %d: must be %d to %d", f.maxHeader, web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)
 	}
 	if !f.otlpOn && (f.otlpSet[0] || f.otlpSet[1]) {
 		return errors.New("--otlp.metrics.interval and --otlp.metrics.timeout apply with --otlp.metrics only")
@@ -198,6 +208,7 @@ func (f *serveFlags) run(e *env) int {
 		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }})
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, f.web, web.Options{
 		MetricsPath: f.metricsPath, MaxRequests: f.maxRequests, MaxConnections: f.maxConns,
+		MaxConnectionsPerAddress: f.maxPerAddr, MaxHeaderBytes: f.maxHeader,
 		EnablePprof: f.enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
 		CPURates: cpu.LastRates, EnableLifecycle: f.lifecycle,
 		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },
@@ -252,9 +263,9 @@ func (f *serveFlags) run(e *env) int {
 			// loading needed can go.
 			if drop := f.load.dropCaps(log); drop != nil {
 				drop()
-				// exporter-toolkit reads the web config and its
-				// certificates at every request: they must stay readable
-				// without the capabilities just dropped.
+				// The server reads the web config and its
+				// certificates again when they change: they must stay
+				// readable without the capabilities just dropped.
 				if err := web.CheckConfigFile(*f.web.WebConfigFile); err != nil {
 					log.Error("the web config is unreadable after the capability drop, so every request would fail: make it and its certificate files readable by this user, or keep cap_dac_read_search with --capabilities.keep", "err", err)
 					srv.Shutdown()
