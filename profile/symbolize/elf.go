@@ -1,0 +1,370 @@
+package symbolize
+
+import (
+	"bytes"
+	"cmp"
+	"debug/elf"
+	"debug/gosym"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Bounds of ReadTable: what one ELF file may make it read and keep.
+const (
+	// MaxSymbols bounds the function symbols kept from one file (a large
+	// C++ binary has a few hundred thousand).
+	MaxSymbols = 2 << 20
+	// MaxSectionRead bounds one section read whole (.symtab, .strtab,
+	// .gopclntab); a file with a larger one is read without it.
+	MaxSectionRead = 64 << 20
+	// MaxSymbolName bounds a symbol's name; longer names are cut.
+	MaxSymbolName = 1024
+	// maxNote bounds a build-id note section.
+	maxNote = 4096
+	// maxSegments bounds the PT_LOAD segments kept.
+	maxSegments = 64
+)
+
+// Table is the function symbols of one ELF file, from .symtab and
+// .dynsym (or, for a stripped Go binary, .gopclntab), sorted by address,
+// and the file's PT_LOAD segments, which map a file offset to the virtual
+// address symbols are given in. It is immutable once read.
+type Table struct {
+	addrs []uint64 // ascending, unique
+	sizes []uint32 // 0: unknown (the symbol ends where the next starts)
+	ends  []uint32 // names[ends[i-1]:ends[i]] is symbol i's name
+	names []byte
+	segs  []segment
+	// BuildID is the GNU build ID (hex), or else the Go build ID, or "".
+	BuildID string
+	// Source says where the symbols came from: "symtab", "gopclntab"
+	// (a Go binary without .symtab) or neither, then "dynsym", joined by
+	// "+" ("symtab+dynsym"), or "none".
+	Source string
+}
+
+type segment struct{ off, filesz, vaddr uint64 }
+
+// Len returns the number of symbols.
+func (t *Table) Len() int { return len(t.addrs) }
+
+// Bytes estimates the memory the table holds.
+func (t *Table) Bytes() int {
+	return 128 + len(t.addrs)*16 + cap(t.names) + len(t.segs)*24 + len(t.BuildID)
+}
+
+// VAddr turns a file offset into the virtual address symbols use, through
+// the PT_LOAD segment that holds it; false when none does.
+func (t *Table) VAddr(off uint64) (uint64, bool) {
+	for _, s := range t.segs {
+		if off >= s.off && off-s.off < s.filesz {
+			return off - s.off + s.vaddr, true
+		}
+	}
+	return 0, false
+}
+
+// Lookup returns the name of the function that holds virtual address
+// vaddr: the closest symbol at or before it, if vaddr is within its size
+// (or the symbol has no size). The name is a read-only slice of the table.
+func (t *Table) Lookup(vaddr uint64) ([]byte, bool) {
+	i, found := slices.BinarySearch(t.addrs, vaddr)
+	if !found {
+		i--
+	}
+	if i < 0 {
+		return nil, false
+	}
+	if sz := t.sizes[i]; sz != 0 && vaddr-t.addrs[i] >= uint64(sz) {
+		return nil, false
+	}
+	var start uint32
+	if i > 0 {
+		start = t.ends[i-1]
+	}
+	return t.names[start:t.ends[i]:t.ends[i]], true
+}
+
+// ErrNotELF is returned by ReadTable for a file that is not ELF.
+var ErrNotELF = errors.New("not an ELF file")
+
+// ReadTable reads the symbol table of the ELF file r of size bytes. It
+// reads the headers, the build-ID notes, .symtab and .dynsym with their
+// string tables, and .gopclntab when neither has a function; each section
+// at most MaxSectionRead bytes (a larger one is skipped), at most
+// MaxSymbols functions. A file with no symbols gives an empty table (its
+// frames show as module+0xoffset). Errors: ErrNotELF, or one naming what
+// is malformed.
+func ReadTable(r io.ReaderAt, size int64) (*Table, error) {
+	f, id, err := openELF(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return readTable(f, id)
+}
+
+// openELF reads the headers and the build ID of the ELF file r.
+func openELF(r io.ReaderAt, size int64) (f *elf.File, id string, err error) {
+	var magic [4]byte
+	if _, err := r.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+		return nil, "", ErrNotELF
+	}
+	defer func() {
+		// debug/elf has reported some malformed files by panicking:
+		// make that an error.
+		if p := recover(); p != nil {
+			f, id, err = nil, "", fmt.Errorf("malformed ELF: %v", p)
+		}
+	}()
+	f, err = elf.NewFile(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return nil, "", fmt.Errorf("malformed ELF: %w", err)
+	}
+	return f, buildID(f), nil
+}
+
+// readTable reads the segments and symbols of f, whose build ID is id.
+func readTable(f *elf.File, id string) (t *Table, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t, err = nil, fmt.Errorf("malformed ELF: %v", p)
+		}
+	}()
+	t = &Table{Source: "none", BuildID: id}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && len(t.segs) < maxSegments {
+			t.segs = append(t.segs, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr})
+		}
+	}
+	var syms []symbol
+	var sources []string
+	if s := f.SectionByType(elf.SHT_SYMTAB); s != nil {
+		if syms, err = appendSymbols(syms, f, s); err != nil {
+			return nil, err
+		}
+		if len(syms) > 0 {
+			sources = append(sources, "symtab")
+		}
+	}
+	if len(syms) == 0 {
+		// A Go binary without .symtab (-ldflags=-s, as go test and
+		// many release builds link) still has its functions in
+		// .gopclntab.
+		if syms = goSymbols(f); len(syms) > 0 {
+			sources = append(sources, "gopclntab")
+		}
+	}
+	if s := f.SectionByType(elf.SHT_DYNSYM); s != nil {
+		n := len(syms)
+		if syms, err = appendSymbols(syms, f, s); err != nil {
+			return nil, err
+		}
+		if len(syms) > n {
+			sources = append(sources, "dynsym")
+		}
+	}
+	if len(sources) > 0 {
+		t.Source = strings.Join(sources, "+")
+	}
+	t.fill(syms)
+	return t, nil
+}
+
+// symbol is one function while the table is built.
+type symbol struct {
+	addr uint64
+	size uint64
+	name []byte
+	rank int // lower wins among symbols at one address
+}
+
+// section reads section s whole, nil if it is too large or unreadable.
+func section(s *elf.Section) []byte {
+	if s == nil || s.Type == elf.SHT_NOBITS || s.Size > MaxSectionRead {
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(s.Open(), int64(s.Size)))
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// appendSymbols appends the functions of symbol table s (.symtab or
+// .dynsym) to syms.
+func appendSymbols(syms []symbol, f *elf.File, s *elf.Section) ([]symbol, error) {
+	if s.Link == 0 || int(s.Link) >= len(f.Sections) {
+		return syms, nil
+	}
+	data, strtab := section(s), section(f.Sections[s.Link])
+	if data == nil || strtab == nil {
+		return syms, nil
+	}
+	entry := 24
+	if f.Class == elf.ELFCLASS32 {
+		entry = 16
+	}
+	order := f.ByteOrder
+	// The first entry is the undefined symbol.
+	for off := entry; off+entry <= len(data); off += entry {
+		e := data[off : off+entry]
+		var nameOff uint32
+		var info byte
+		var shndx uint16
+		var value, size uint64
+		if entry == 24 {
+			nameOff, info, shndx = order.Uint32(e), e[4], order.Uint16(e[6:])
+			value, size = order.Uint64(e[8:]), order.Uint64(e[16:])
+		} else {
+			nameOff, value, size = order.Uint32(e), uint64(order.Uint32(e[4:])), uint64(order.Uint32(e[8:]))
+			info, shndx = e[12], order.Uint16(e[14:])
+		}
+		typ := elf.SymType(info & 0xf)
+		if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF {
+			continue
+		}
+		name := cstring(strtab, nameOff)
+		if len(name) == 0 {
+			continue
+		}
+		if len(syms) == MaxSymbols {
+			return nil, fmt.Errorf("more than %d function symbols", MaxSymbols)
+		}
+		rank := 0
+		for rank < len(name) && name[rank] == '_' {
+			rank++
+		}
+		if elf.SymBind(info>>4) == elf.STB_LOCAL {
+			rank += 1 << 16
+		}
+		if s.Type == elf.SHT_DYNSYM {
+			rank += 1 << 20 // .symtab's name wins
+		}
+		syms = append(syms, symbol{addr: value, size: size, name: name, rank: rank})
+	}
+	return syms, nil
+}
+
+// cstring returns the NUL-terminated string at off in tab, cut to
+// MaxSymbolName bytes; nil when off is out of range.
+func cstring(tab []byte, off uint32) []byte {
+	if int64(off) >= int64(len(tab)) {
+		return nil
+	}
+	s := tab[off:]
+	if i := bytes.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > MaxSymbolName {
+		s = s[:MaxSymbolName]
+	}
+	return s
+}
+
+// goSymbols reads the functions of a Go binary's .gopclntab (present even
+// when the binary is stripped of .symtab).
+func goSymbols(f *elf.File) []symbol {
+	pcln := section(f.Section(".gopclntab"))
+	text := f.Section(".text")
+	if pcln == nil || text == nil {
+		return nil
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pcln, text.Addr))
+	if err != nil {
+		return nil
+	}
+	var syms []symbol
+	for _, fn := range tab.Funcs {
+		if len(syms) == MaxSymbols {
+			break
+		}
+		if fn.Entry == 0 || fn.End < fn.Entry {
+			continue
+		}
+		name := []byte(fn.Name)
+		if len(name) > MaxSymbolName {
+			name = name[:MaxSymbolName]
+		}
+		syms = append(syms, symbol{addr: fn.Entry, size: fn.End - fn.Entry, name: name})
+	}
+	return syms
+}
+
+// fill builds the table from syms: sorted by address, one name per address
+// (the best rank, then the first seen).
+func (t *Table) fill(syms []symbol) {
+	slices.SortStableFunc(syms, func(a, b symbol) int {
+		return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.rank, b.rank))
+	})
+	syms = slices.CompactFunc(syms, func(a, b symbol) bool { return a.addr == b.addr })
+	size := 0
+	for _, s := range syms {
+		size += len(s.name)
+	}
+	t.addrs = make([]uint64, len(syms))
+	t.sizes = make([]uint32, len(syms))
+	t.ends = make([]uint32, len(syms))
+	t.names = make([]byte, 0, size)
+	for i, s := range syms {
+		t.addrs[i] = s.addr
+		if s.size <= 1<<32-1 {
+			t.sizes[i] = uint32(s.size)
+		}
+		t.names = append(t.names, s.name...)
+		t.ends[i] = uint32(len(t.names))
+	}
+}
+
+// Note types of the build IDs.
+const (
+	ntGNUBuildID = 3 // NT_GNU_BUILD_ID, name "GNU"
+	ntGoBuildID  = 4 // the Go linker's note, name "Go"
+)
+
+// buildID returns the file's GNU build ID in hex, else its Go build ID,
+// else "".
+func buildID(f *elf.File) string {
+	var goID string
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_NOTE || s.Size > maxNote {
+			continue
+		}
+		data := section(s)
+		if id, ok := ParseNotes(data, f.ByteOrder, "GNU", ntGNUBuildID); ok {
+			return hex.EncodeToString(id)
+		}
+		if id, ok := ParseNotes(data, f.ByteOrder, "Go", ntGoBuildID); ok && goID == "" {
+			goID = string(id)
+		}
+	}
+	return goID
+}
+
+// ParseNotes returns the descriptor of the first note in data (the content
+// of an ELF note section or PT_NOTE segment) with name and type typ. Each
+// note is a 12-byte header (namesz, descsz, type) then the name and the
+// descriptor, each padded to 4 bytes.
+func ParseNotes(data []byte, order binary.ByteOrder, name string, typ uint32) ([]byte, bool) {
+	for len(data) >= 12 {
+		namesz, descsz, t := order.Uint32(data), order.Uint32(data[4:]), order.Uint32(data[8:])
+		data = data[12:]
+		nameLen, descLen := align4(uint64(namesz)), align4(uint64(descsz))
+		if nameLen > uint64(len(data)) || descLen > uint64(len(data))-nameLen {
+			return nil, false
+		}
+		n := data[:namesz]
+		desc := data[nameLen : nameLen+uint64(descsz)]
+		data = data[nameLen+descLen:]
+		if t == typ && string(bytes.TrimRight(n, "\x00")) == name && len(desc) > 0 {
+			return desc, true
+		}
+	}
+	return nil, false
+}
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
