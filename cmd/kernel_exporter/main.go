@@ -102,6 +102,7 @@ func run() int {
 	topInterval := topCmd.Flag("interval", fmt.Sprintf("Time between frames, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).Duration()
 	topCount := topCmd.Flag("count", fmt.Sprintf("Frames to show, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").Int()
 	app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden()
+	prof := addProfileFlags(app)
 	app.Version(version.Print("kernel_exporter"))
 	// --version and --help to stdout (kingpin's default is stderr), so that
 	// kernel_exporter --version | grep works; errors stay on stderr.
@@ -127,6 +128,10 @@ func run() int {
 	slog.SetDefault(log)
 	if command == privsep.Command {
 		return privsep.Main(log)
+	}
+	// profile, profile diff and top cpu (package profile).
+	if code, ok := prof.run(command, topCmd.FullCommand(), *topTarget, *topInterval, *topCount, *memBudget, log); ok {
+		return code
 	}
 	termOpts := term.Options{Command: command, Stdout: os.Stdout, Stderr: os.Stderr, Logger: log}
 	var termSource exporter.Source
@@ -311,9 +316,16 @@ func run() int {
 		log.Error("bad flags", "err", err)
 		return 2
 	}
-	cpu := budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
-		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }})
-	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{
+	// --profile.enable: the /profile/ endpoints, under the budgets.
+	profRoutes, cpuTarget, profCaps, err := prof.serve(exp.Memory, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
+		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }}, log)
+	if err != nil {
+		log.Error("bad flags", "err", err)
+		return 2
+	}
+	capsToKeep |= profCaps
+	cpu := budget.NewCPU(cpuOpts, cpuTarget)
+	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, webFlags, web.Options{Handlers: profRoutes,
 		MetricsPath: *metricsPath, MaxRequests: *maxRequests, MaxConnections: *maxConns,
 		EnablePprof: *enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
 		CPURates: cpu.LastRates, EnableLifecycle: *lifecycle,
