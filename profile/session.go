@@ -345,7 +345,9 @@ func (c *collector) kernelStack(hash uint64) []*Frame {
 	}
 	f := c.sym.Kernel(nil, c.frames)
 	if c.o.Kind == OffCPU {
-		f = trimSwitch(f)
+		t := trimSwitch(f)
+		c.sym.Uncount(f[:len(f)-len(t)])
+		f = t
 	}
 	c.kernelStacks.Add(hash, f)
 	return f

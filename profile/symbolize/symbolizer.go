@@ -299,6 +299,25 @@ func (ss *Session) Refresh() {
 	}
 }
 
+// Uncount takes frames (resolved by this session, and then dropped by the
+// caller, as the tracing frames of an off-CPU stack) out of the stats.
+func (ss *Session) Uncount(frames []*Frame) {
+	for _, f := range frames {
+		switch {
+		case f.Kernel:
+			ss.stats.KernelFrames--
+			if f.Resolved {
+				ss.stats.KernelResolved--
+			}
+		default:
+			ss.stats.UserFrames--
+			if f.Resolved {
+				ss.stats.UserResolved--
+			}
+		}
+	}
+}
+
 // Forget drops what the session knows of pid (its mappings).
 func (ss *Session) Forget(pid uint32) { delete(ss.procs, pid) }
 
