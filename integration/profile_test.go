@@ -385,3 +385,21 @@ func TestProfileHTTP(t *testing.T) {
 		t.Errorf("/profile/offcpu is not pprof: %v", err)
 	}
 }
+
+// TestProfileTopCPU runs kernel_exporter top cpu --count=3 (output not a
+// terminal: frames one after the other) while a process burns CPU in
+// burn_a and burn_b: three frames, each with its header, and the burning
+// functions among the rows with their module.
+func TestProfileTopCPU(t *testing.T) {
+	w := startProfWorkload(t, "burn", "0.5", "10")
+	w.begin(t)
+	out := runCLI(t, "top", "cpu", "--count=3", "--interval=1s", "--profile.frequency=99")
+	header := regexp.MustCompile(`(?m)^kernel_exporter top cpu  interval 1s  \d\d:\d\d:\d\d  \d+ functions$`)
+	if n := len(header.FindAllString(out, -1)); n != 3 {
+		t.Errorf("%d frames, want 3:\n%s", n, out)
+	}
+	row := regexp.MustCompile(`(?m)^\s+[0-9.]+\s+\d+\s+burn_[ab]\s+[0-9.]+%\s+workload$`)
+	if !row.MatchString(out) {
+		t.Errorf("no row of burn_a or burn_b in module workload:\n%s", out)
+	}
+}

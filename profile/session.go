@@ -158,7 +158,7 @@ func (s *Session) Run(ctx context.Context) (*Profile, error) {
 	if o.Kind == CPU {
 		p.Frequency = o.Frequency
 	}
-	c.profile = p
+	c.profile, c.last = p, p.Start
 	if o.OnStart != nil {
 		o.OnStart()
 	}
@@ -223,6 +223,8 @@ type collector struct {
 	userStacks   *lru.Cache[userStack, []*Frame]
 	// missing counts stacks gone from the map before they were read.
 	missing uint64
+	// last is when the previous interval ended (the attach, at first).
+	last time.Time
 }
 
 type userStack struct {
@@ -261,7 +263,9 @@ func (c *collector) read(final bool) error {
 	}
 	var interval *Profile
 	if c.o.OnInterval != nil {
-		interval = &Profile{Kind: c.profile.Kind, Event: c.profile.Event, Frequency: c.profile.Frequency, Start: time.Now().Add(-c.o.Interval), Duration: c.o.Interval}
+		now := time.Now()
+		interval = &Profile{Kind: c.profile.Kind, Event: c.profile.Event, Frequency: c.profile.Frequency, Start: c.last, Duration: now.Sub(c.last)}
+		c.last = now
 	}
 	for _, g := range gens {
 		counts := c.objs.Counts0

@@ -54,13 +54,13 @@ func Run(ctx context.Context, o Options) int {
 	scr := term.NewScreen(o.Stdout, fmt.Sprintf("kernel_exporter top %s  interval %v: sampling the first interval...", Target, o.Interval))
 	totals := map[leafKey]int64{}
 	frames := 0
-	last := time.Now()
 	var drawErr error
 	show := func(p *profile.Profile) {
+		if ctx.Err() != nil {
+			return // the last, partial interval read after Ctrl-C or --count
+		}
 		now := time.Now()
-		elapsed := now.Sub(last).Seconds()
-		last = now
-		rows := topRows(p, totals, elapsed)
+		rows := topRows(p, totals, p.Duration.Seconds())
 		height, width := scr.Size()
 		var b strings.Builder
 		_ = term.WriteTop(&b, term.TopHeader{Program: Target, Interval: o.Interval, Time: now, Unit: "functions",
