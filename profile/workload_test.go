@@ -16,7 +16,7 @@ import (
 )
 
 // needRoot ends t unless it runs as root (BPF programs and perf events).
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.SkipOrFail(t, "profiles need root (BPF programs, perf events)")
@@ -31,7 +31,7 @@ var (
 
 // buildWorkload compiles testdata/workload.c once per test binary, with
 // frame pointers.
-func buildWorkload(t *testing.T) string {
+func buildWorkload(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		testenv.SkipOrFail(t, "gcc is missing (make test-deps installs it)")
@@ -57,14 +57,14 @@ func buildWorkload(t *testing.T) string {
 
 // workload is a running testdata/workload.c process, waiting for go.
 type workload struct {
-	t     *testing.T
+	t     testing.TB
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	out   *bufio.Reader
 	PID   uint32
 }
 
-func startWorkload(t *testing.T, args ...string) *workload {
+func startWorkload(t testing.TB, args ...string) *workload {
 	t.Helper()
 	cmd := exec.Command(buildWorkload(t), args...)
 	stdin, err := cmd.StdinPipe()

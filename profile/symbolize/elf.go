@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"debug/elf"
-	"debug/gosym"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -141,46 +140,66 @@ func readTable(f *elf.File, id string) (t *Table, err error) {
 			t.segs = append(t.segs, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr})
 		}
 	}
-	var syms []symbol
+	var set symbolSet
 	var sources []string
 	if s := f.SectionByType(elf.SHT_SYMTAB); s != nil {
-		if syms, err = appendSymbols(syms, f, s); err != nil {
+		if err = set.appendSymbols(f, s); err != nil {
 			return nil, err
 		}
-		if len(syms) > 0 {
+		if len(set.syms) > 0 {
 			sources = append(sources, "symtab")
 		}
 	}
-	if len(syms) == 0 {
+	if len(set.syms) == 0 {
 		// A Go binary without .symtab (-ldflags=-s, as go test and
 		// many release builds link) still has its functions in
 		// .gopclntab.
-		if syms = goSymbols(f); len(syms) > 0 {
+		if set.goSymbols(f); len(set.syms) > 0 {
 			sources = append(sources, "gopclntab")
 		}
 	}
 	if s := f.SectionByType(elf.SHT_DYNSYM); s != nil {
-		n := len(syms)
-		if syms, err = appendSymbols(syms, f, s); err != nil {
+		n := len(set.syms)
+		if err = set.appendSymbols(f, s); err != nil {
 			return nil, err
 		}
-		if len(syms) > n {
+		if len(set.syms) > n {
 			sources = append(sources, "dynsym")
 		}
 	}
 	if len(sources) > 0 {
 		t.Source = strings.Join(sources, "+")
 	}
-	t.fill(syms)
+	t.fill(&set)
 	return t, nil
 }
 
-// symbol is one function while the table is built.
+// symbol is one function while the table is built: its name is
+// tabs[tab][off:off+n] of its symbolSet (no pointer: sorting and growing
+// a few hundred thousand of them costs no write barrier).
 type symbol struct {
-	addr uint64
-	size uint64
-	name []byte
-	rank int // lower wins among symbols at one address
+	addr, size uint64
+	off, n     uint32
+	rank       int32 // lower wins among symbols at one address
+	tab        uint8
+}
+
+// symbolSet is the functions read from a file and the string tables their
+// names are in.
+type symbolSet struct {
+	tabs [][]byte
+	syms []symbol
+	// runs are the ends of the runs of syms that came from one table
+	// (each sorted by address on its own in most files).
+	runs []int
+}
+
+func (set *symbolSet) name(s symbol) []byte { return set.tabs[s.tab][s.off : s.off+s.n] }
+
+// addTab adds a string table and returns its index.
+func (set *symbolSet) addTab(b []byte) uint8 {
+	set.tabs = append(set.tabs, b)
+	return uint8(len(set.tabs) - 1)
 }
 
 // section reads section s whole, nil if it is too large or unreadable.
@@ -188,123 +207,159 @@ func section(s *elf.Section) []byte {
 	if s == nil || s.Type == elf.SHT_NOBITS || s.Size > MaxSectionRead {
 		return nil
 	}
-	data, err := io.ReadAll(io.LimitReader(s.Open(), int64(s.Size)))
-	if err != nil {
+	data := make([]byte, s.Size)
+	if _, err := io.ReadFull(s.Open(), data); err != nil {
 		return nil
 	}
 	return data
 }
 
-// appendSymbols appends the functions of symbol table s (.symtab or
-// .dynsym) to syms.
-func appendSymbols(syms []symbol, f *elf.File, s *elf.Section) ([]symbol, error) {
-	if s.Link == 0 || int(s.Link) >= len(f.Sections) {
-		return syms, nil
+// appendSymbols adds the functions of symbol table s (.symtab or
+// .dynsym). The table is read a window at a time, its string table whole.
+func (set *symbolSet) appendSymbols(f *elf.File, s *elf.Section) error {
+	if s.Link == 0 || int(s.Link) >= len(f.Sections) || s.ReaderAt == nil || s.Type == elf.SHT_NOBITS {
+		return nil
 	}
-	data, strtab := section(s), section(f.Sections[s.Link])
-	if data == nil || strtab == nil {
-		return syms, nil
+	strtab := section(f.Sections[s.Link])
+	if strtab == nil || len(set.tabs) == 255 {
+		return nil
 	}
-	entry := 24
+	tab := set.addTab(strtab)
+	defer func() { set.runs = append(set.runs, len(set.syms)) }()
+	entry := int64(24)
 	if f.Class == elf.ELFCLASS32 {
 		entry = 16
 	}
+	if set.syms == nil {
+		set.syms = make([]symbol, 0, min(int64(s.Size)/entry, MaxSymbols))
+	}
 	order := f.ByteOrder
+	buf := make([]byte, (pclnWindow/entry)*entry)
 	// The first entry is the undefined symbol.
-	for off := entry; off+entry <= len(data); off += entry {
-		e := data[off : off+entry]
-		var nameOff uint32
-		var info byte
-		var shndx uint16
-		var value, size uint64
-		if entry == 24 {
-			nameOff, info, shndx = order.Uint32(e), e[4], order.Uint16(e[6:])
-			value, size = order.Uint64(e[8:]), order.Uint64(e[16:])
-		} else {
-			nameOff, value, size = order.Uint32(e), uint64(order.Uint32(e[4:])), uint64(order.Uint32(e[8:]))
-			info, shndx = e[12], order.Uint16(e[14:])
+	for off := entry; off+entry <= int64(s.Size); {
+		n, _ := s.ReadAt(buf[:min(int64(len(buf)), (int64(s.Size)-off)/entry*entry)], off)
+		n = n / int(entry) * int(entry)
+		if n == 0 {
+			break // a cut table (ReadAt failed): keep what was read
 		}
-		typ := elf.SymType(info & 0xf)
-		if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF {
-			continue
+		for i := 0; i < n; i += int(entry) {
+			e := buf[i : i+int(entry)]
+			var nameOff uint32
+			var info byte
+			var shndx uint16
+			var value, size uint64
+			if entry == 24 {
+				nameOff, info, shndx = order.Uint32(e), e[4], order.Uint16(e[6:])
+				value, size = order.Uint64(e[8:]), order.Uint64(e[16:])
+			} else {
+				nameOff, value, size = order.Uint32(e), uint64(order.Uint32(e[4:])), uint64(order.Uint32(e[8:]))
+				info, shndx = e[12], order.Uint16(e[14:])
+			}
+			typ := elf.SymType(info & 0xf)
+			if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF {
+				continue
+			}
+			nl := cstringLen(strtab, nameOff)
+			if nl == 0 {
+				continue
+			}
+			if len(set.syms) == MaxSymbols {
+				return fmt.Errorf("more than %d function symbols", MaxSymbols)
+			}
+			var rank int32
+			for int(rank) < nl && strtab[nameOff+uint32(rank)] == '_' {
+				rank++
+			}
+			if elf.SymBind(info>>4) == elf.STB_LOCAL {
+				rank += 1 << 16
+			}
+			if s.Type == elf.SHT_DYNSYM {
+				rank += 1 << 20 // .symtab's name wins
+			}
+			set.syms = append(set.syms, symbol{addr: value, size: size, off: nameOff, n: uint32(nl), rank: rank, tab: tab})
 		}
-		name := cstring(strtab, nameOff)
-		if len(name) == 0 {
-			continue
-		}
-		if len(syms) == MaxSymbols {
-			return nil, fmt.Errorf("more than %d function symbols", MaxSymbols)
-		}
-		rank := 0
-		for rank < len(name) && name[rank] == '_' {
-			rank++
-		}
-		if elf.SymBind(info>>4) == elf.STB_LOCAL {
-			rank += 1 << 16
-		}
-		if s.Type == elf.SHT_DYNSYM {
-			rank += 1 << 20 // .symtab's name wins
-		}
-		syms = append(syms, symbol{addr: value, size: size, name: name, rank: rank})
+		off += int64(n)
 	}
-	return syms, nil
+	return nil
 }
 
-// cstring returns the NUL-terminated string at off in tab, cut to
-// MaxSymbolName bytes; nil when off is out of range.
-func cstring(tab []byte, off uint32) []byte {
+// cstringLen returns the length of the NUL-terminated string at off in
+// tab, at most MaxSymbolName; 0 when off is out of range.
+func cstringLen(tab []byte, off uint32) int {
 	if int64(off) >= int64(len(tab)) {
-		return nil
+		return 0
 	}
-	s := tab[off:]
+	s := tab[off:min(len(tab), int(off)+MaxSymbolName)]
 	if i := bytes.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
+		return i
 	}
-	if len(s) > MaxSymbolName {
-		s = s[:MaxSymbolName]
-	}
-	return s
+	return len(s)
 }
 
-// goSymbols reads the functions of a Go binary's .gopclntab (present even
-// when the binary is stripped of .symtab).
-func goSymbols(f *elf.File) []symbol {
-	pcln := section(f.Section(".gopclntab"))
-	text := f.Section(".text")
-	if pcln == nil || text == nil {
-		return nil
+// goSymbols adds the functions of a Go binary's .gopclntab (present
+// even when the binary is stripped of .symtab).
+func (set *symbolSet) goSymbols(f *elf.File) {
+	s, text := f.Section(".gopclntab"), f.Section(".text")
+	if s == nil || text == nil || s.Type == elf.SHT_NOBITS || s.ReaderAt == nil || len(set.tabs) == 255 {
+		return
 	}
-	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pcln, text.Addr))
+	syms, names, err := pclnSymbols(s.ReaderAt, int64(s.Size), text.Addr)
 	if err != nil {
-		return nil
+		return
 	}
-	var syms []symbol
-	for _, fn := range tab.Funcs {
-		if len(syms) == MaxSymbols {
-			break
+	tab := set.addTab(names)
+	for i := range syms {
+		syms[i].tab = tab
+	}
+	set.syms = append(set.syms, syms...)
+	set.runs = append(set.runs, len(set.syms))
+}
+
+// symbolOrder orders symbols by address, then rank, then where their name
+// is (so that the order is the same whoever reads the file).
+func symbolOrder(a, b symbol) int {
+	return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.rank, b.rank), cmp.Compare(a.tab, b.tab), cmp.Compare(a.off, b.off))
+}
+
+// sorted returns set's symbols in symbolOrder: each run is sorted unless
+// it already is (.gopclntab always is, and most symbol tables nearly), then
+// the runs are merged.
+func (set *symbolSet) sorted() []symbol {
+	var out []symbol
+	start := 0
+	for _, end := range set.runs {
+		run := set.syms[start:end]
+		start = end
+		if !slices.IsSortedFunc(run, symbolOrder) {
+			slices.SortFunc(run, symbolOrder)
 		}
-		if fn.Entry == 0 || fn.End < fn.Entry {
+		if out == nil {
+			out = run
 			continue
 		}
-		name := []byte(fn.Name)
-		if len(name) > MaxSymbolName {
-			name = name[:MaxSymbolName]
+		merged := make([]symbol, 0, len(out)+len(run))
+		i, j := 0, 0
+		for i < len(out) && j < len(run) {
+			if symbolOrder(out[i], run[j]) <= 0 {
+				merged = append(merged, out[i])
+				i++
+			} else {
+				merged = append(merged, run[j])
+				j++
+			}
 		}
-		syms = append(syms, symbol{addr: fn.Entry, size: fn.End - fn.Entry, name: name})
+		out = append(append(merged, out[i:]...), run[j:]...)
 	}
-	return syms
+	return out
 }
 
-// fill builds the table from syms: sorted by address, one name per address
-// (the best rank, then the first seen).
-func (t *Table) fill(syms []symbol) {
-	slices.SortStableFunc(syms, func(a, b symbol) int {
-		return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.rank, b.rank))
-	})
-	syms = slices.CompactFunc(syms, func(a, b symbol) bool { return a.addr == b.addr })
+// fill builds the table from set: sorted by address, one name per address
+// (the best rank, then the first in the file).
+func (t *Table) fill(set *symbolSet) {
+	syms := slices.CompactFunc(set.sorted(), func(a, b symbol) bool { return a.addr == b.addr })
 	size := 0
 	for _, s := range syms {
-		size += len(s.name)
+		size += int(s.n)
 	}
 	t.addrs = make([]uint64, len(syms))
 	t.sizes = make([]uint32, len(syms))
@@ -315,7 +370,7 @@ func (t *Table) fill(syms []symbol) {
 		if s.size <= 1<<32-1 {
 			t.sizes[i] = uint32(s.size)
 		}
-		t.names = append(t.names, s.name...)
+		t.names = append(t.names, set.name(s)...)
 		t.ends[i] = uint32(len(t.names))
 	}
 }

@@ -3,11 +3,13 @@ package symbolize
 import (
 	"bytes"
 	"debug/elf"
+	"debug/gosym"
 	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -284,4 +286,86 @@ func FuzzParseNotes(f *testing.F) {
 			t.Fatal("descriptor longer than the input")
 		}
 	})
+}
+
+// TestPclnMatchesGosym reads this test binary's .gopclntab with
+// pclnSymbols and with debug/gosym: the same functions, entries and ends.
+func TestPclnMatchesGosym(t *testing.T) {
+	f, err := elf.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	data, err := pcln.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, names, err := pclnSymbols(pcln.ReaderAt, int64(pcln.Size), text.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(syms) != len(tab.Funcs) {
+		t.Fatalf("%d functions, debug/gosym has %d", len(syms), len(tab.Funcs))
+	}
+	for i, fn := range tab.Funcs {
+		s := syms[i]
+		name := string(names[s.off : s.off+s.n])
+		if s.addr != fn.Entry || s.addr+s.size != fn.End || name != fn.Name {
+			t.Fatalf("function %d: %#x-%#x %s, debug/gosym: %#x-%#x %s", i, s.addr, s.addr+s.size, name, fn.Entry, fn.End, fn.Name)
+		}
+	}
+}
+
+// FuzzPclntab feeds pclnSymbols any table: it must fail or return
+// functions within bounds.
+func FuzzPclntab(f *testing.F) {
+	if ef, err := elf.Open("/proc/self/exe"); err == nil {
+		if s := ef.Section(".gopclntab"); s != nil {
+			b := make([]byte, min(s.Size, 32<<10))
+			_, _ = s.ReadAt(b, 0)
+			f.Add(b)
+		}
+		ef.Close()
+	}
+	f.Add([]byte("\xf1\xff\xff\xff\x00\x00\x01\x08"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		syms, names, err := pclnSymbols(bytes.NewReader(data), int64(len(data)), 0x401000)
+		if err != nil {
+			return
+		}
+		for _, s := range syms {
+			if s.n == 0 || s.n > MaxSymbolName || uint64(s.off)+uint64(s.n) > uint64(len(names)) {
+				t.Fatalf("name of %d bytes at %d of %d", s.n, s.off, len(names))
+			}
+		}
+	})
+}
+
+// BenchmarkReadTable reads the symbol table of this test binary (a Go
+// binary without .symtab: .gopclntab) and of the go command's compiler
+// (with .symtab) when it is there.
+func BenchmarkReadTable(b *testing.B) {
+	for _, path := range []string{"/proc/self/exe", filepath.Join(runtime.GOROOT(), "pkg/tool", runtime.GOOS+"_"+runtime.GOARCH, "compile")} {
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		st, _ := f.Stat()
+		b.Run(filepath.Base(path), func(b *testing.B) {
+			var tb *Table
+			for range b.N {
+				if tb, err = ReadTable(f, st.Size()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(tb.Len()), "symbols")
+			b.ReportMetric(float64(tb.Bytes())/(1<<20), "table-MiB")
+		})
+		f.Close()
+	}
 }

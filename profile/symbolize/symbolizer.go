@@ -70,6 +70,13 @@ const (
 	maxCacheEntries = 4096
 )
 
+// fileIdentity is a file as fstat shows it: a file changed in place has a
+// new size or modification time.
+type fileIdentity struct {
+	dev, ino, size uint64
+	mtime          int64
+}
+
 // fileKey identifies an ELF file: the device and inode it was opened
 // from, and its build ID ("" when it has none), so that a file replaced in
 // place (same inode, new content) is read again.
@@ -99,6 +106,9 @@ type Symbolizer struct {
 	kernelMiss atomic.Bool
 	files      *lru.Cache[fileKey, *Table]
 	bytes      int
+	// seen maps a file as fstat shows it to its key, so that a file
+	// already read is found without parsing its ELF headers again.
+	seen *lru.Cache[fileIdentity, fileKey]
 	vdso       *Table
 	vdsoDone   bool
 }
@@ -116,6 +126,7 @@ func New(o Options) *Symbolizer {
 		s.log = slog.Default()
 	}
 	s.files, _ = lru.NewWithEvict(maxCacheEntries, func(_ fileKey, t *Table) { s.bytes -= t.Bytes() })
+	s.seen, _ = lru.New[fileIdentity, fileKey](maxCacheEntries)
 	return s
 }
 
@@ -159,25 +170,40 @@ func (s *Symbolizer) kernelSymbols() (*decoder.KernelSymbols, error) {
 	return k, nil
 }
 
-// table returns the symbol table of f (device dev, inode ino): the cached
-// one of the same build ID, or one read now and cached.
-func (s *Symbolizer) table(f *os.File, size int64, dev, ino uint64) (*Table, error) {
-	ef, id, err := openELF(f, size)
+// table returns the symbol table of f (as st shows it): the cached one of
+// the same (device, inode, build ID), or one read now and cached. A file
+// seen before unchanged (same size and modification time) is found
+// without reading its headers.
+func (s *Symbolizer) table(f *os.File, size int64, st *unix.Stat_t) (*Table, error) {
+	id := fileIdentity{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}
+	s.mu.Lock()
+	if key, ok := s.seen.Get(id); ok {
+		if t, ok := s.files.Get(key); ok {
+			s.mu.Unlock()
+			return t, nil
+		}
+	}
+	s.mu.Unlock()
+	ef, buildID, err := openELF(f, size)
 	if err != nil {
 		return nil, err
 	}
-	key := fileKey{dev: dev, ino: ino, buildID: id}
+	key := fileKey{dev: st.Dev, ino: st.Ino, buildID: buildID}
 	s.mu.Lock()
 	t, ok := s.files.Get(key)
+	if ok {
+		s.seen.Add(id, key)
+	}
 	s.mu.Unlock()
 	if ok {
 		return t, nil
 	}
-	if t, err = readTable(ef, id); err != nil {
+	if t, err = readTable(ef, buildID); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.seen.Add(id, key)
 	if old, ok := s.files.Get(key); ok {
 		return old, nil
 	}
@@ -477,7 +503,7 @@ func (ss *Session) mappingTable(pid uint32, m *Mapping) *Table {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil
 	}
-	t, err := ss.s.table(f, size, st.Dev, st.Ino)
+	t, err := ss.s.table(f, size, &st)
 	if err != nil {
 		ss.s.log.Debug("profile: no symbols", "pid", pid, "path", m.Path, "err", err)
 		return nil
