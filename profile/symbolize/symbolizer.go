@@ -108,9 +108,9 @@ type Symbolizer struct {
 	bytes      int
 	// seen maps a file as fstat shows it to its key, so that a file
 	// already read is found without parsing its ELF headers again.
-	seen *lru.Cache[fileIdentity, fileKey]
-	vdso       *Table
-	vdsoDone   bool
+	seen     *lru.Cache[fileIdentity, fileKey]
+	vdso     *Table
+	vdsoDone bool
 }
 
 // New returns a Symbolizer; nothing is read until a Session needs it.
