@@ -1,7 +1,9 @@
 package decoder
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
@@ -13,16 +15,43 @@ import (
 type KernelSymbols struct{ k *kallsyms }
 
 // ReadKernelSymbols reads and parses <procRoot>/kallsyms (at most
-// bounded.MaxKallsyms bytes). It fails when the file cannot be read, is
-// too large, or shows only zero addresses (kernel.kptr_restrict, or no
+// bounded.MaxKallsyms bytes), leaving out the symbols no stack frame is in:
+// the padding before each function (__pfx_, Linux 6.2+, one per function)
+// and the kCFI preambles (__cfi_). It fails when the file cannot be read,
+// is too large, or shows only zero addresses (kernel.kptr_restrict, or no
 // CAP_SYSLOG).
 func ReadKernelSymbols(procRoot string) (*KernelSymbols, error) {
 	file := joinPath(procRoot, []string{"kallsyms"})
-	data, err := bounded.ReadFile(file, "kernel symbol table", bounded.MaxKallsyms)
+	f, err := bounded.Open(file, "kernel symbol table")
 	if err != nil {
 		return nil, err
 	}
-	k, err := parseKallsyms(data)
+	defer f.Close()
+	// procfs says the file is empty: read into a buffer that takes a
+	// distribution kernel's table in one go, doubling if needed.
+	data := make([]byte, 0, 8<<20)
+	for {
+		if len(data) == cap(data) {
+			if len(data) > bounded.MaxKallsyms {
+				return nil, &bounded.Error{Path: file, What: "kernel symbol table", Limit: bounded.MaxKallsyms, Err: bounded.ErrTooLarge}
+			}
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF || (n == 0 && err == nil) {
+			break
+		}
+		if err != nil {
+			return nil, &bounded.Error{Path: file, What: "kernel symbol table", Err: err}
+		}
+	}
+	if len(data) > bounded.MaxKallsyms {
+		return nil, &bounded.Error{Path: file, What: "kernel symbol table", Limit: bounded.MaxKallsyms, Err: bounded.ErrTooLarge}
+	}
+	k, err := parseKallsymsSkip(data, false, func(name []byte) bool {
+		return bytes.HasPrefix(name, []byte("__pfx_")) || bytes.HasPrefix(name, []byte("__cfi_"))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}

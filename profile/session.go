@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -201,6 +202,12 @@ loop:
 	if sym != nil {
 		p.Stats.Symbols = sym.Stats()
 	}
+	// What the profile read and threw away (maps, symbol tables of new
+	// files, the counts' buffers) goes back to the system now, not over
+	// the next minutes: the exporter's resident memory returns to its
+	// level before the profile plus the caches.
+	c = nil
+	debug.FreeOSMemory()
 	return p, runErr
 }
 
@@ -365,8 +372,11 @@ func (c *collector) userStack(pid uint32, hash uint64) []*Frame {
 	if !c.lookup(hash) || c.sym == nil {
 		return nil
 	}
+	deferred := c.sym.Deferred()
 	f := c.sym.User(nil, pid, c.frames)
-	c.userStacks.Add(key, f)
+	if c.sym.Deferred() == deferred {
+		c.userStacks.Add(key, f) // else resolved again once the table is read
+	}
 	return f
 }
 

@@ -36,8 +36,9 @@ const (
 type Table struct {
 	addrs []uint64 // ascending, unique
 	sizes []uint32 // 0: unknown (the symbol ends where the next starts)
-	ends  []uint32 // names[ends[i-1]:ends[i]] is symbol i's name
-	names []byte
+	pos   []uint32 // names.get(pos[i], lens[i]) is symbol i's name
+	lens  []uint16
+	names nameStore
 	segs  []segment
 	// BuildID is the GNU build ID (hex), or else the Go build ID, or "".
 	BuildID string
@@ -54,7 +55,7 @@ func (t *Table) Len() int { return len(t.addrs) }
 
 // Bytes estimates the memory the table holds.
 func (t *Table) Bytes() int {
-	return 128 + len(t.addrs)*16 + cap(t.names) + len(t.segs)*24 + len(t.BuildID)
+	return 128 + len(t.addrs)*18 + t.names.bytes() + len(t.segs)*24 + len(t.BuildID)
 }
 
 // VAddr turns a file offset into the virtual address symbols use, through
@@ -82,11 +83,7 @@ func (t *Table) Lookup(vaddr uint64) ([]byte, bool) {
 	if sz := t.sizes[i]; sz != 0 && vaddr-t.addrs[i] >= uint64(sz) {
 		return nil, false
 	}
-	var start uint32
-	if i > 0 {
-		start = t.ends[i-1]
-	}
-	return t.names[start:t.ends[i]:t.ends[i]], true
+	return t.names.get(t.pos[i], t.lens[i]), true
 }
 
 // ErrNotELF is returned by ReadTable for a file that is not ELF.
@@ -140,7 +137,7 @@ func readTable(f *elf.File, id string) (t *Table, err error) {
 			t.segs = append(t.segs, segment{off: p.Off, filesz: p.Filesz, vaddr: p.Vaddr})
 		}
 	}
-	var set symbolSet
+	set := symbolSet{names: &t.names}
 	var sources []string
 	if s := f.SectionByType(elf.SHT_SYMTAB); s != nil {
 		if err = set.appendSymbols(f, s); err != nil {
@@ -174,32 +171,40 @@ func readTable(f *elf.File, id string) (t *Table, err error) {
 	return t, nil
 }
 
-// symbol is one function while the table is built: its name is
-// tabs[tab][off:off+n] of its symbolSet (no pointer: sorting and growing
-// a few hundred thousand of them costs no write barrier).
+// symbol is one function while the table is built; its name is in the
+// table's nameStore (no pointer: sorting and growing a few hundred
+// thousand of them costs no write barrier).
 type symbol struct {
-	addr, size uint64
-	off, n     uint32
-	rank       int32 // lower wins among symbols at one address
-	tab        uint8
+	addr uint64
+	size uint32 // 0: unknown, or 4 GiB or more
+	pos  uint32
+	n    uint16
+	rank uint16 // lower wins among symbols at one address
 }
 
-// symbolSet is the functions read from a file and the string tables their
-// names are in.
+// Ranks of symbols at one address: a .symtab name before a .dynsym one,
+// a global before a local, then fewer leading underscores.
+const (
+	rankDynsym = 1 << 15
+	rankLocal  = 1 << 14
+)
+
+// symbolSet is the functions read from a file.
 type symbolSet struct {
-	tabs [][]byte
-	syms []symbol
-	// runs are the ends of the runs of syms that came from one table
-	// (each sorted by address on its own in most files).
-	runs []int
+	names *nameStore
+	syms  []symbol
 }
 
-func (set *symbolSet) name(s symbol) []byte { return set.tabs[s.tab][s.off : s.off+s.n] }
-
-// addTab adds a string table and returns its index.
-func (set *symbolSet) addTab(b []byte) uint8 {
-	set.tabs = append(set.tabs, b)
-	return uint8(len(set.tabs) - 1)
+// add adds a function; false when the names are full.
+func (set *symbolSet) add(addr, size uint64, name []byte, rank uint16) bool {
+	pos, ok := set.names.add(name)
+	if ok {
+		if size > 1<<32-1 {
+			size = 0
+		}
+		set.syms = append(set.syms, symbol{addr: addr, size: uint32(size), pos: pos, n: uint16(len(name)), rank: rank})
+	}
+	return ok
 }
 
 // section reads section s whole, nil if it is too large or unreadable.
@@ -215,27 +220,30 @@ func section(s *elf.Section) []byte {
 }
 
 // appendSymbols adds the functions of symbol table s (.symtab or
-// .dynsym). The table is read a window at a time, its string table whole.
+// .dynsym). The table is read through a window; then the functions' names
+// are read in the order of their offsets in the string table (a .dynsym's
+// order is its hash's, not the strings'), so that the string table too is
+// read through a window, once, and the names are copied out.
 func (set *symbolSet) appendSymbols(f *elf.File, s *elf.Section) error {
 	if s.Link == 0 || int(s.Link) >= len(f.Sections) || s.ReaderAt == nil || s.Type == elf.SHT_NOBITS {
 		return nil
 	}
-	strtab := section(f.Sections[s.Link])
-	if strtab == nil || len(set.tabs) == 255 {
+	st := f.Sections[s.Link]
+	if st.Type == elf.SHT_NOBITS || st.ReaderAt == nil {
 		return nil
 	}
-	tab := set.addTab(strtab)
-	defer func() { set.runs = append(set.runs, len(set.syms)) }()
+	if len(set.syms) == 0 {
+		set.names.hint = int(min(st.Size, nameChunk))
+	}
 	entry := int64(24)
 	if f.Class == elf.ELFCLASS32 {
 		entry = 16
 	}
-	if set.syms == nil {
-		set.syms = make([]symbol, 0, min(int64(s.Size)/entry, MaxSymbols))
-	}
+	first := len(set.syms)
 	order := f.ByteOrder
-	buf := make([]byte, (pclnWindow/entry)*entry)
-	// The first entry is the undefined symbol.
+	buf := make([]byte, (windowSize/entry)*entry)
+	// Pass 1: the functions, with their name's offset in pos. The first
+	// entry is the undefined symbol.
 	for off := entry; off+entry <= int64(s.Size); {
 		n, _ := s.ReadAt(buf[:min(int64(len(buf)), (int64(s.Size)-off)/entry*entry)], off)
 		n = n / int(entry) * int(entry)
@@ -256,123 +264,98 @@ func (set *symbolSet) appendSymbols(f *elf.File, s *elf.Section) error {
 				info, shndx = e[12], order.Uint16(e[14:])
 			}
 			typ := elf.SymType(info & 0xf)
-			if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF {
-				continue
-			}
-			nl := cstringLen(strtab, nameOff)
-			if nl == 0 {
+			if typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF || nameOff == 0 {
 				continue
 			}
 			if len(set.syms) == MaxSymbols {
 				return fmt.Errorf("more than %d function symbols", MaxSymbols)
 			}
-			var rank int32
-			for int(rank) < nl && strtab[nameOff+uint32(rank)] == '_' {
-				rank++
-			}
+			var rank uint16
 			if elf.SymBind(info>>4) == elf.STB_LOCAL {
-				rank += 1 << 16
+				rank |= rankLocal
 			}
 			if s.Type == elf.SHT_DYNSYM {
-				rank += 1 << 20 // .symtab's name wins
+				rank |= rankDynsym // .symtab's name wins
 			}
-			set.syms = append(set.syms, symbol{addr: value, size: size, off: nameOff, n: uint32(nl), rank: rank, tab: tab})
+			if size > 1<<32-1 {
+				size = 0
+			}
+			set.syms = append(set.syms, symbol{addr: value, size: uint32(size), pos: nameOff, rank: rank})
 		}
 		off += int64(n)
 	}
+	// Pass 2: the names, in string table order.
+	added := set.syms[first:]
+	slices.SortFunc(added, func(a, b symbol) int { return cmp.Compare(a.pos, b.pos) })
+	strtab := &window{r: st.ReaderAt, size: int64(st.Size)}
+	var lastOff, lastPos uint32
+	var lastN, lastUnder uint16
+	keep := added[:0]
+	for _, sym := range added {
+		// Aliases share a name: read it once.
+		if sym.pos != lastOff || lastN == 0 {
+			name := strtab.cstring(int64(sym.pos))
+			if len(name) == 0 {
+				continue
+			}
+			pos, ok := set.names.add(name)
+			if !ok {
+				break // names full: keep what was read
+			}
+			lastOff, lastPos, lastN, lastUnder = sym.pos, pos, uint16(len(name)), 0
+			for int(lastUnder) < len(name) && name[lastUnder] == '_' && lastUnder < rankLocal-1 {
+				lastUnder++
+			}
+		}
+		sym.pos, sym.n = lastPos, lastN
+		sym.rank |= lastUnder
+		keep = append(keep, sym)
+	}
+	set.syms = set.syms[:first+len(keep)]
 	return nil
-}
-
-// cstringLen returns the length of the NUL-terminated string at off in
-// tab, at most MaxSymbolName; 0 when off is out of range.
-func cstringLen(tab []byte, off uint32) int {
-	if int64(off) >= int64(len(tab)) {
-		return 0
-	}
-	s := tab[off:min(len(tab), int(off)+MaxSymbolName)]
-	if i := bytes.IndexByte(s, 0); i >= 0 {
-		return i
-	}
-	return len(s)
 }
 
 // goSymbols adds the functions of a Go binary's .gopclntab (present
 // even when the binary is stripped of .symtab).
 func (set *symbolSet) goSymbols(f *elf.File) {
 	s, text := f.Section(".gopclntab"), f.Section(".text")
-	if s == nil || text == nil || s.Type == elf.SHT_NOBITS || s.ReaderAt == nil || len(set.tabs) == 255 {
+	if s == nil || text == nil || s.Type == elf.SHT_NOBITS || s.ReaderAt == nil {
 		return
 	}
-	syms, names, err := pclnSymbols(s.ReaderAt, int64(s.Size), text.Addr)
-	if err != nil {
+	if err := pclnSymbols(set, s.ReaderAt, int64(s.Size), text.Addr); err != nil {
+		set.syms = set.syms[:0]
 		return
 	}
-	tab := set.addTab(names)
-	for i := range syms {
-		syms[i].tab = tab
-	}
-	set.syms = append(set.syms, syms...)
-	set.runs = append(set.runs, len(set.syms))
 }
 
 // symbolOrder orders symbols by address, then rank, then where their name
 // is (so that the order is the same whoever reads the file).
 func symbolOrder(a, b symbol) int {
-	return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.rank, b.rank), cmp.Compare(a.tab, b.tab), cmp.Compare(a.off, b.off))
+	return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.rank, b.rank), cmp.Compare(a.pos, b.pos))
 }
 
-// sorted returns set's symbols in symbolOrder: each run is sorted unless
-// it already is (.gopclntab always is, and most symbol tables nearly), then
-// the runs are merged.
+// sorted returns set's symbols in symbolOrder, sorted in place: a table
+// already in order (.gopclntab always is, most symbol tables nearly) is
+// left as it is; pdqsort takes a nearly sorted one in about linear time.
 func (set *symbolSet) sorted() []symbol {
-	var out []symbol
-	start := 0
-	for _, end := range set.runs {
-		run := set.syms[start:end]
-		start = end
-		if !slices.IsSortedFunc(run, symbolOrder) {
-			slices.SortFunc(run, symbolOrder)
-		}
-		if out == nil {
-			out = run
-			continue
-		}
-		merged := make([]symbol, 0, len(out)+len(run))
-		i, j := 0, 0
-		for i < len(out) && j < len(run) {
-			if symbolOrder(out[i], run[j]) <= 0 {
-				merged = append(merged, out[i])
-				i++
-			} else {
-				merged = append(merged, run[j])
-				j++
-			}
-		}
-		out = append(append(merged, out[i:]...), run[j:]...)
+	if !slices.IsSortedFunc(set.syms, symbolOrder) {
+		slices.SortFunc(set.syms, symbolOrder)
 	}
-	return out
+	return set.syms
 }
 
 // fill builds the table from set: sorted by address, one name per address
 // (the best rank, then the first in the file).
 func (t *Table) fill(set *symbolSet) {
 	syms := slices.CompactFunc(set.sorted(), func(a, b symbol) bool { return a.addr == b.addr })
-	size := 0
-	for _, s := range syms {
-		size += int(s.n)
-	}
 	t.addrs = make([]uint64, len(syms))
 	t.sizes = make([]uint32, len(syms))
-	t.ends = make([]uint32, len(syms))
-	t.names = make([]byte, 0, size)
+	t.pos = make([]uint32, len(syms))
+	t.lens = make([]uint16, len(syms))
 	for i, s := range syms {
-		t.addrs[i] = s.addr
-		if s.size <= 1<<32-1 {
-			t.sizes[i] = uint32(s.size)
-		}
-		t.names = append(t.names, set.name(s)...)
-		t.ends[i] = uint32(len(t.names))
+		t.addrs[i], t.sizes[i], t.pos[i], t.lens[i] = s.addr, s.size, s.pos, s.n
 	}
+	t.names.trim()
 }
 
 // Note types of the build IDs.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Magic numbers of the Go runtime's function table (.gopclntab), by the
@@ -16,25 +17,21 @@ const (
 	pclnGo120 = 0xfffffff1
 )
 
-// pclnWindow is how much of the table a read brings in; the function
-// records are read in order, a window at a time.
-const pclnWindow = 64 << 10
-
 var errPcln = errors.New("malformed .gopclntab")
 
-// pclnSymbols reads the functions (entry address, end, name: an offset in
-// the name table it returns) of a Go binary's .gopclntab, r of size bytes, whose text starts at textStart.
-// It reads the header, the function table, the function name table and
-// the 8 bytes of each function record it needs, a window at a time,
-// rather than the whole section with debug/gosym (which builds every
+// pclnSymbols adds to set the functions (entry address, end, name) of a
+// Go binary's .gopclntab, r of size bytes, whose text starts at textStart.
+// It reads the header and the function table, then each function's
+// record and name through windows (both tables are in function order), not
+// the whole section as debug/gosym does (which also builds every
 // function's record, file and line tables: 10 times the memory). Go 1.2 to
 // 1.15 tables keep names anywhere in the section, which is then read whole
 // (at most MaxSectionRead bytes).
-func pclnSymbols(r io.ReaderAt, size int64, textStart uint64) ([]symbol, []byte, error) {
+func pclnSymbols(set *symbolSet, r io.ReaderAt, size int64, textStart uint64) error {
 	var hdr [8 + 8*8]byte
 	n, _ := r.ReadAt(hdr[:], 0)
 	if n < 16 || hdr[4] != 0 || hdr[5] != 0 || (hdr[7] != 4 && hdr[7] != 8) {
-		return nil, nil, errPcln
+		return errPcln
 	}
 	var order binary.ByteOrder = binary.LittleEndian
 	magic := order.Uint32(hdr[:])
@@ -44,7 +41,7 @@ func pclnSymbols(r io.ReaderAt, size int64, textStart uint64) ([]symbol, []byte,
 		order = binary.BigEndian
 		magic = order.Uint32(hdr[:])
 		if magic != pclnGo12 && magic != pclnGo116 && magic != pclnGo118 && magic != pclnGo120 {
-			return nil, nil, errPcln
+			return errPcln
 		}
 	}
 	ptr := int64(hdr[7])
@@ -58,7 +55,7 @@ func pclnSymbols(r io.ReaderAt, size int64, textStart uint64) ([]symbol, []byte,
 		}
 		return order.Uint64(hdr[off:])
 	}
-	pr := &pclnReader{r: r, size: size}
+	pr := &window{r: r, size: size}
 	var nfunc, names, namesEnd, funcdata uint64
 	field := ptr // functab entries: pc and record offset
 	switch magic {
@@ -70,28 +67,26 @@ func pclnSymbols(r io.ReaderAt, size int64, textStart uint64) ([]symbol, []byte,
 		// Names are anywhere: the whole section is the name table.
 		nfunc, names, namesEnd, funcdata = word(0), 0, uint64(size), uint64(8+ptr)
 		if size > MaxSectionRead {
-			return nil, nil, fmt.Errorf("%w: %d bytes", errPcln, size)
+			return fmt.Errorf("%w: %d bytes", errPcln, size)
 		}
 	}
 	if nfunc == 0 || nfunc > MaxSymbols || names > namesEnd || namesEnd > uint64(size) || namesEnd-names > MaxSectionRead || funcdata >= uint64(size) {
-		return nil, nil, errPcln
+		return errPcln
 	}
 	tabLen := (2*int64(nfunc) + 1) * field
 	tab := make([]byte, tabLen)
 	if _, err := r.ReadAt(tab, int64(funcdata)); err != nil {
-		return nil, nil, errPcln
+		return errPcln
 	}
-	nameTab := make([]byte, namesEnd-names)
-	if _, err := r.ReadAt(nameTab, int64(names)); err != nil && !(errors.Is(err, io.EOF) && len(nameTab) == 0) {
-		return nil, nil, errPcln
-	}
+	nameTab := &window{r: io.NewSectionReader(r, int64(names), int64(namesEnd-names)), size: int64(namesEnd - names)}
+	set.names.hint = int(min(namesEnd-names, nameChunk))
 	get := func(b []byte) uint64 {
 		if field == 4 {
 			return uint64(order.Uint32(b))
 		}
 		return order.Uint64(b)
 	}
-	syms := make([]symbol, 0, nfunc)
+	set.syms = slices.Grow(set.syms, int(nfunc))
 	for i := int64(0); i < int64(nfunc); i++ {
 		entry := get(tab[2*i*field:])
 		off := get(tab[(2*i+1)*field:])
@@ -106,45 +101,13 @@ func pclnSymbols(r io.ReaderAt, size int64, textStart uint64) ([]symbol, []byte,
 		if rec == nil || end < entry {
 			continue
 		}
-		nameOff := order.Uint32(rec)
-		if uint64(nameOff) >= uint64(len(nameTab)) {
+		name := nameTab.cstring(int64(order.Uint32(rec)))
+		if len(name) == 0 {
 			continue
 		}
-		n := cstringLen(nameTab, nameOff)
-		if n == 0 {
-			continue
-		}
-		syms = append(syms, symbol{addr: entry, size: end - entry, off: nameOff, n: uint32(n)})
-	}
-	return syms, nameTab, nil
-}
-
-// pclnReader reads small pieces of a section through a window.
-type pclnReader struct {
-	r     io.ReaderAt
-	size  int64
-	start int64
-	buf   []byte
-}
-
-// at returns n bytes at off, nil when they are outside the section.
-func (p *pclnReader) at(off, n int64) []byte {
-	if off < 0 || n > pclnWindow || off+n > p.size {
-		return nil
-	}
-	if off < p.start || off+n > p.start+int64(len(p.buf)) {
-		if p.buf == nil {
-			p.buf = make([]byte, pclnWindow)
-		}
-		p.buf = p.buf[:min(pclnWindow, p.size-off)]
-		m, err := p.r.ReadAt(p.buf, off)
-		if m < len(p.buf) && err != nil {
-			p.buf = p.buf[:m]
-		}
-		p.start = off
-		if int64(m) < n {
-			return nil
+		if !set.add(entry, end-entry, name, 0) {
+			break // names full: keep what was read
 		}
 	}
-	return p.buf[off-p.start : off-p.start+n]
+	return nil
 }

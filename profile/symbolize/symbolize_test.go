@@ -305,18 +305,19 @@ func TestPclnMatchesGosym(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	syms, names, err := pclnSymbols(pcln.ReaderAt, int64(pcln.Size), text.Addr)
-	if err != nil {
+	set := symbolSet{names: &nameStore{}}
+	if err := pclnSymbols(&set, pcln.ReaderAt, int64(pcln.Size), text.Addr); err != nil {
 		t.Fatal(err)
 	}
+	syms := set.syms
 	if len(syms) != len(tab.Funcs) {
 		t.Fatalf("%d functions, debug/gosym has %d", len(syms), len(tab.Funcs))
 	}
 	for i, fn := range tab.Funcs {
 		s := syms[i]
-		name := string(names[s.off : s.off+s.n])
-		if s.addr != fn.Entry || s.addr+s.size != fn.End || name != fn.Name {
-			t.Fatalf("function %d: %#x-%#x %s, debug/gosym: %#x-%#x %s", i, s.addr, s.addr+s.size, name, fn.Entry, fn.End, fn.Name)
+		name := string(set.names.get(s.pos, s.n))
+		if s.addr != fn.Entry || s.addr+uint64(s.size) != fn.End || name != fn.Name {
+			t.Fatalf("function %d: %#x-%#x %s, debug/gosym: %#x-%#x %s", i, s.addr, s.addr+uint64(s.size), name, fn.Entry, fn.End, fn.Name)
 		}
 	}
 }
@@ -334,13 +335,13 @@ func FuzzPclntab(f *testing.F) {
 	}
 	f.Add([]byte("\xf1\xff\xff\xff\x00\x00\x01\x08"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		syms, names, err := pclnSymbols(bytes.NewReader(data), int64(len(data)), 0x401000)
-		if err != nil {
+		set := symbolSet{names: &nameStore{}}
+		if err := pclnSymbols(&set, bytes.NewReader(data), int64(len(data)), 0x401000); err != nil {
 			return
 		}
-		for _, s := range syms {
-			if s.n == 0 || s.n > MaxSymbolName || uint64(s.off)+uint64(s.n) > uint64(len(names)) {
-				t.Fatalf("name of %d bytes at %d of %d", s.n, s.off, len(names))
+		for _, s := range set.syms {
+			if s.n == 0 || s.n > MaxSymbolName || len(set.names.get(s.pos, s.n)) != int(s.n) {
+				t.Fatalf("name of %d bytes at %#x", s.n, s.pos)
 			}
 		}
 	})

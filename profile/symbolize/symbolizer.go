@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,11 +56,28 @@ type Options struct {
 	// sessions (DefaultCacheBytes when 0). At least the table in use is
 	// kept whatever its size.
 	CacheBytes int
-	Logger     *slog.Logger
+	// LoadRate bounds the CPU time spent reading ELF symbol tables not
+	// cached, in seconds per second (DefaultLoadRate when 0; negative: no
+	// bound), with bursts of up to LoadBurst (DefaultLoadBurst when 0). A
+	// file not read for the budget is tried again at the next Refresh;
+	// meanwhile its frames show as module+0xoffset.
+	LoadRate  float64
+	LoadBurst time.Duration
+	Logger    *slog.Logger
 }
 
-// DefaultCacheBytes is the default of Options.CacheBytes.
-const DefaultCacheBytes = 16 << 20
+// Defaults of Options.
+const (
+	DefaultCacheBytes = 8 << 20
+	// DefaultLoadRate and DefaultLoadBurst: 0.2% of one CPU on average
+	// for reading new binaries' symbols, after a first second (enough for
+	// the binaries of a host's first profile). A table costs 7 ms of CPU
+	// on average on the 2-CPU VM; a host that builds and runs new
+	// binaries all the time (a CI machine: 17 new files in 30 s while the
+	// other builds ran) would otherwise spend 0.4% of a CPU on them.
+	DefaultLoadRate  = 0.002
+	DefaultLoadBurst = time.Second
+)
 
 // Bounds of the files a Symbolizer reads.
 const (
@@ -97,15 +116,22 @@ type Symbolizer struct {
 	limit    int
 	log      *slog.Logger
 
+	// The load budget (a token bucket of seconds of reading).
+	loadRate  float64
+	loadBurst time.Duration
+	tokens    time.Duration
+	refilled  time.Time
+
 	mu         sync.Mutex
 	kernel     *decoder.KernelSymbols
 	modulesSum uint64
 	kernelRead time.Time
-	// kernelMiss is set when a kernel address was outside the table (a
-	// BPF program or module loaded since it was read).
-	kernelMiss atomic.Bool
-	files      *lru.Cache[fileKey, *Table]
-	bytes      int
+	// kernelFrames and kernelMisses count the kernel addresses looked up
+	// since the table was read, and those outside it (a BPF program or
+	// module loaded since).
+	kernelFrames, kernelMisses atomic.Int64
+	files                      *lru.Cache[fileKey, *Table]
+	bytes                      int
 	// seen maps a file as fstat shows it to its key, so that a file
 	// already read is found without parsing its ELF headers again.
 	seen     *lru.Cache[fileIdentity, fileKey]
@@ -125,6 +151,14 @@ func New(o Options) *Symbolizer {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.loadRate, s.loadBurst = o.LoadRate, o.LoadBurst
+	if s.loadRate == 0 {
+		s.loadRate = DefaultLoadRate
+	}
+	if s.loadBurst <= 0 {
+		s.loadBurst = DefaultLoadBurst
+	}
+	s.tokens, s.refilled = s.loadBurst, time.Now()
 	s.files, _ = lru.NewWithEvict(maxCacheEntries, func(_ fileKey, t *Table) { s.bytes -= t.Bytes() })
 	s.seen, _ = lru.New[fileIdentity, fileKey](maxCacheEntries)
 	return s
@@ -137,14 +171,19 @@ func (s *Symbolizer) CachedBytes() int {
 	return s.bytes
 }
 
-// kernelReread is the least time between two reads of kallsyms for
-// addresses it lacked (BPF programs come and go; a read costs tens of
-// milliseconds).
-const kernelReread = time.Minute
+// kallsyms is read again for the addresses it lacks when more than
+// kernelRereadMisses of the kernel frames since the last read were
+// missing, and that read is older than kernelReread: BPF programs come and
+// go all the time (each has its kallsyms entry) and a read costs about
+// 140 ms of CPU on this 2-CPU VM (the kernel writes 5.4 MB of text).
+const (
+	kernelReread       = 5 * time.Minute
+	kernelRereadMisses = 0.01
+)
 
 // kernelSymbols returns the kernel's symbols, read again when the modules
-// loaded changed since the last read, or when an address was missing from
-// it and it is older than kernelReread.
+// loaded changed since the last read, or when it lacked addresses (see
+// kernelReread).
 func (s *Symbolizer) kernelSymbols() (*decoder.KernelSymbols, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -155,7 +194,8 @@ func (s *Symbolizer) kernelSymbols() (*decoder.KernelSymbols, error) {
 		h.Write(data)
 		sum = h.Sum64()
 	}
-	if s.kernel != nil && sum == s.modulesSum && !(s.kernelMiss.Load() && time.Since(s.kernelRead) > kernelReread) {
+	missing := float64(s.kernelMisses.Load()) > kernelRereadMisses*float64(s.kernelFrames.Load())
+	if s.kernel != nil && sum == s.modulesSum && !(missing && time.Since(s.kernelRead) > kernelReread) {
 		return s.kernel, nil
 	}
 	k, err := decoder.ReadKernelSymbols(s.procRoot)
@@ -166,7 +206,8 @@ func (s *Symbolizer) kernelSymbols() (*decoder.KernelSymbols, error) {
 		return nil, err
 	}
 	s.kernel, s.modulesSum, s.kernelRead = k, sum, time.Now()
-	s.kernelMiss.Store(false)
+	s.kernelFrames.Store(0)
+	s.kernelMisses.Store(0)
 	return k, nil
 }
 
@@ -174,19 +215,24 @@ func (s *Symbolizer) kernelSymbols() (*decoder.KernelSymbols, error) {
 // the same (device, inode, build ID), or one read now and cached. A file
 // seen before unchanged (same size and modification time) is found
 // without reading its headers.
-func (s *Symbolizer) table(f *os.File, size int64, st *unix.Stat_t) (*Table, error) {
+func (s *Symbolizer) table(f *os.File, size int64, st *unix.Stat_t) (t *Table, read bool, err error) {
 	id := fileIdentity{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano()}
 	s.mu.Lock()
 	if key, ok := s.seen.Get(id); ok {
 		if t, ok := s.files.Get(key); ok {
 			s.mu.Unlock()
-			return t, nil
+			return t, false, nil
 		}
 	}
 	s.mu.Unlock()
+	if !s.mayLoad() {
+		// Not seen unchanged: it may be cached under its build ID,
+		// but finding out means parsing its headers; wait for the budget.
+		return nil, false, errDeferred
+	}
 	ef, buildID, err := openELF(f, size)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	key := fileKey{dev: st.Dev, ino: st.Ino, buildID: buildID}
 	s.mu.Lock()
@@ -196,23 +242,65 @@ func (s *Symbolizer) table(f *os.File, size int64, st *unix.Stat_t) (*Table, err
 	}
 	s.mu.Unlock()
 	if ok {
-		return t, nil
+		return t, false, nil
 	}
-	if t, err = readTable(ef, buildID); err != nil {
-		return nil, err
+	if !s.mayLoad() {
+		return nil, false, errDeferred
+	}
+	// The budget counts this thread's CPU time, not the wall time
+	// (which a loaded machine stretches).
+	runtime.LockOSThread()
+	start := threadCPU()
+	t, err = readTable(ef, buildID)
+	s.loaded(threadCPU() - start)
+	runtime.UnlockOSThread()
+	if err != nil {
+		return nil, true, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen.Add(id, key)
 	if old, ok := s.files.Get(key); ok {
-		return old, nil
+		return old, true, nil
 	}
 	s.files.Add(key, t)
 	s.bytes += t.Bytes()
 	for s.bytes > s.limit && s.files.Len() > 1 {
 		s.files.RemoveOldest()
 	}
-	return t, nil
+	return t, true, nil
+}
+
+// threadCPU returns the CPU time of the calling thread.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// errDeferred is the error of a table not read for the load budget.
+var errDeferred = errors.New("symbol load budget spent: deferred")
+
+// mayLoad reports whether the load budget allows reading a table now.
+func (s *Symbolizer) mayLoad() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loadRate < 0 {
+		return true
+	}
+	now := time.Now()
+	s.tokens = min(s.loadBurst, s.tokens+time.Duration(s.loadRate*float64(now.Sub(s.refilled))))
+	s.refilled = now
+	return s.tokens > 0
+}
+
+// loaded takes the time a read took from the load budget.
+func (s *Symbolizer) loaded(d time.Duration) {
+	s.mu.Lock()
+	s.tokens -= d
+	s.mu.Unlock()
 }
 
 // vdsoTable returns the symbols of the kernel's vDSO, read once from this
@@ -271,6 +359,11 @@ type Stats struct {
 	UserFrames, UserResolved     int64
 	// Processes whose maps were read; ProcessesGone those already gone.
 	Processes, ProcessesGone int
+	// Files opened for their symbols, FilesRead those whose table was
+	// not cached (read, in FileReadTime of CPU), FilesDeferred those not
+	// read for the load budget (tried again at the next Refresh).
+	Files, FilesRead, FilesDeferred int
+	FileReadTime                    time.Duration
 }
 
 // Session is the state of one profile: the processes' mappings (read when
@@ -284,7 +377,15 @@ type Session struct {
 	frames   map[frameID]*Frame
 	stats    Stats
 	maxProcs int
+	// deferredFrames counts frames named module+0xoffset because their
+	// file's table was deferred (see Deferred).
+	deferredFrames int64
 }
+
+// Deferred returns how many frames so far were left unresolved because the
+// load budget deferred their file's table: a caller that caches resolved
+// stacks should not cache one resolved while this grew.
+func (ss *Session) Deferred() int64 { return ss.deferredFrames }
 
 type frameID struct {
 	kernel           bool
@@ -293,12 +394,14 @@ type frameID struct {
 
 // process is what a Session knows of one process.
 type process struct {
-	maps    []Mapping
-	tables  []*Table // per mapping, nil until tried
-	tried   []bool
-	reread  bool // maps read again since the last Refresh
-	gone    bool
-	readErr error
+	maps   []Mapping
+	tables []*Table // per mapping, nil until tried
+	tried  []bool
+	reread bool // maps read again since the last Refresh
+	// deferred lists the mappings whose table the load budget deferred.
+	deferred []int
+	gone     bool
+	readErr  error
 }
 
 // maxSessionProcs bounds the processes a Session keeps mappings of; past
@@ -320,8 +423,18 @@ func (ss *Session) Stats() Stats { return ss.stats }
 // address falls outside them (a library loaded since). Call it once per
 // collection interval.
 func (ss *Session) Refresh() {
+	retry := ss.s.mayLoad() // deferred tables wait for the budget
 	for _, p := range ss.procs {
 		p.reread = false
+		if !retry {
+			continue
+		}
+		for _, i := range p.deferred {
+			if i < len(p.tried) {
+				p.tried[i] = false
+			}
+		}
+		p.deferred = p.deferred[:0]
 	}
 }
 
@@ -367,6 +480,7 @@ func (ss *Session) Kernel(out []*Frame, addrs []uint64) []*Frame {
 			break
 		}
 		ss.stats.KernelFrames++
+		ss.s.kernelFrames.Add(1)
 		look := a
 		if i > 0 {
 			look--
@@ -378,7 +492,7 @@ func (ss *Session) Kernel(out []*Frame, addrs []uint64) []*Frame {
 				continue
 			}
 		}
-		ss.s.kernelMiss.Store(true)
+		ss.s.kernelMisses.Add(1)
 		out = append(out, ss.intern(true, false, KernelModule, KernelModule+"+0x"+strconv.FormatUint(a, 16), ""))
 	}
 	return out
@@ -453,8 +567,15 @@ func (ss *Session) user(p *process, pid uint32, addr uint64, ret bool) *Frame {
 	}
 	m := &p.maps[i]
 	if !p.tried[i] {
+		var deferred bool
 		p.tried[i] = true
-		p.tables[i] = ss.mappingTable(pid, m)
+		p.tables[i], deferred = ss.mappingTable(pid, m)
+		if deferred {
+			p.deferred = append(p.deferred, i)
+		}
+	}
+	if p.tables[i] == nil && slices.Contains(p.deferred, i) {
+		ss.deferredFrames++
 	}
 	t := p.tables[i]
 	module := m.Path
@@ -486,29 +607,41 @@ func (ss *Session) user(p *process, pid uint32, addr uint64, ret bool) *Frame {
 // has none that can be trusted: anonymous memory, a file that cannot be
 // opened, or one that is not the file mapped (its device or inode differ:
 // replaced since).
-func (ss *Session) mappingTable(pid uint32, m *Mapping) *Table {
+func (ss *Session) mappingTable(pid uint32, m *Mapping) (t *Table, deferred bool) {
 	if m.Path == "[vdso]" {
-		return ss.s.vdsoTable()
+		return ss.s.vdsoTable(), false
 	}
 	if !m.File() {
-		return nil
+		return nil, false
 	}
 	f, size, err := ss.openMapped(pid, m)
 	if err != nil {
 		ss.s.log.Debug("profile: cannot open mapped file", "pid", pid, "path", m.Path, "err", err)
-		return nil
+		return nil, false
 	}
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil
+		return nil, false
 	}
-	t, err := ss.s.table(f, size, &st)
+	runtime.LockOSThread()
+	start := threadCPU()
+	t, read, err := ss.s.table(f, size, &st)
+	if read {
+		ss.stats.FilesRead++
+		ss.stats.FileReadTime += threadCPU() - start
+	}
+	runtime.UnlockOSThread()
+	ss.stats.Files++
+	if errors.Is(err, errDeferred) {
+		ss.stats.FilesDeferred++
+		return nil, true
+	}
 	if err != nil {
 		ss.s.log.Debug("profile: no symbols", "pid", pid, "path", m.Path, "err", err)
-		return nil
+		return nil, false
 	}
-	return t
+	return t, false
 }
 
 // openMapped opens the file of mapping m as process pid sees it: its path

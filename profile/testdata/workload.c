@@ -9,6 +9,11 @@
  *   workload getpid SECONDS       call getpid() in a loop
  *   workload zero SECONDS         read /dev/zero 64 KiB at a time
  *   workload sleep N MS           sleep N times for MS milliseconds
+ *   workload send FILE SECONDS    send FILE over a loopback TCP connection
+ *                                 again and again with sendfile(), to a
+ *                                 child process that reads and drops it
+ *   workload write FILE SECONDS   the same with read() and write() through
+ *                                 a 64 KiB buffer
  *
  * Each waits for a line on standard input before it starts (so that a
  * profile can be attached first), prints the seconds it ran, and exits
@@ -16,7 +21,14 @@
  * its mappings).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,13 +93,78 @@ __attribute__((noinline, noclone)) void sleep_loop(int n, long ms)
 		nanosleep(&ts, NULL);
 }
 
+/* connect_sink returns a TCP connection to a child that drops what it reads. */
+static int connect_sink(pid_t *child)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), s;
+
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &len)) {
+		perror("listen");
+		exit(1);
+	}
+	*child = fork();
+	if (*child == 0) {
+		static char buf[1 << 16];
+		int c = accept(l, NULL, NULL);
+
+		while (read(c, buf, sizeof(buf)) > 0)
+			;
+		_exit(0);
+	}
+	close(l);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a))) {
+		perror("connect");
+		exit(1);
+	}
+	return s;
+}
+
+__attribute__((noinline, noclone)) void send_loop(const char *path, double until, int use_sendfile)
+{
+	static char buf[1 << 16];
+	struct stat st;
+	pid_t child;
+	int s = connect_sink(&child), f = open(path, O_RDONLY);
+
+	if (f < 0 || fstat(f, &st)) {
+		perror(path);
+		exit(1);
+	}
+	while (now() < until) {
+		off_t off = 0;
+
+		if (use_sendfile) {
+			while (off < st.st_size)
+				if (sendfile(s, f, &off, st.st_size - off) <= 0) {
+					perror("sendfile");
+					exit(1);
+				}
+		} else {
+			ssize_t n;
+
+			lseek(f, 0, SEEK_SET);
+			while ((n = read(f, buf, sizeof(buf))) > 0)
+				if (write(s, buf, n) != n) {
+					perror("write");
+					exit(1);
+				}
+		}
+	}
+	close(s);
+	waitpid(child, NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
 	char line[64];
 	double start;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: workload burn SHARE SECONDS | getpid SECONDS | zero SECONDS | sleep N MS\n");
+		fprintf(stderr, "usage: workload burn SHARE SECONDS | getpid SECONDS | zero SECONDS | sleep N MS | send FILE SECONDS | write FILE SECONDS\n");
 		return 2;
 	}
 	if (!fgets(line, sizeof(line), stdin))
@@ -108,6 +185,8 @@ int main(int argc, char **argv)
 		read_zero_loop(start + atof(argv[2]));
 	} else if (!strcmp(argv[1], "sleep") && argc == 4) {
 		sleep_loop(atoi(argv[2]), atol(argv[3]));
+	} else if ((!strcmp(argv[1], "send") || !strcmp(argv[1], "write")) && argc == 4) {
+		send_loop(argv[2], start + atof(argv[3]), !strcmp(argv[1], "send"));
 	} else {
 		fprintf(stderr, "workload: bad arguments\n");
 		return 2;
