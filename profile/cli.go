@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kernel-exporter/kernel_exporter/loader"
+	"github.com/kernel-exporter/kernel_exporter/profile/symbolize"
 )
 
 // Exit codes of the profile commands.
@@ -75,6 +76,9 @@ func Record(ctx context.Context, o RecordOptions) int {
 	if toStdout && format == FormatPprof && isTerminal(o.Stdout) {
 		return fail(ExitUsage, "pprof is binary: give -o FILE, or --format=folded")
 	}
+	if o.Options.Symbolizer == nil {
+		o.Options.Symbolizer = CommandSymbolizer(o.Options.Logger)
+	}
 	s, err := NewSession(o.Options)
 	if err != nil {
 		return fail(ExitUsage, "%v", err)
@@ -105,6 +109,14 @@ func Record(ctx context.Context, o RecordOptions) int {
 	}
 	fmt.Fprintln(o.Stderr, Summary(p))
 	return ExitOK
+}
+
+// CommandSymbolizer is the symbolizer of the profile and top cpu
+// commands: a person asked for this one profile, so symbol tables are read
+// without the server's load budget, and cached up to 64 MiB (the process
+// exits after it).
+func CommandSymbolizer(log *slog.Logger) *symbolize.Symbolizer {
+	return symbolize.New(symbolize.Options{LoadRate: -1, CacheBytes: 64 << 20, Logger: log})
 }
 
 // Summary is a one-line description of a profile taken: kind, event,

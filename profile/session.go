@@ -241,7 +241,7 @@ type userStack struct {
 
 // maxCachedStacks bounds the resolved stacks a collector keeps, kernel and
 // user each.
-const maxCachedStacks = 16384
+const maxCachedStacks = 4096
 
 func newCollector(o Options, objs *objects, sym *symbolize.Session) *collector {
 	n := int(objs.Counts0.MaxEntries())

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sys/unix"
@@ -68,7 +69,7 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultCacheBytes = 8 << 20
+	DefaultCacheBytes = 6 << 20
 	// DefaultLoadRate and DefaultLoadBurst: 0.2% of one CPU on average
 	// for reading new binaries' symbols, after a first second (enough for
 	// the binaries of a host's first profile). A table costs 7 ms of CPU
@@ -394,8 +395,11 @@ type frameID struct {
 
 // process is what a Session knows of one process.
 type process struct {
-	maps   []Mapping
-	tables []*Table // per mapping, nil until tried
+	maps []Mapping
+	// tables are per mapping, weak: the Symbolizer's LRU alone keeps
+	// tables alive, so that a session that sees many binaries holds no
+	// more than the cache (one evicted is read again, within the budget).
+	tables []weak.Pointer[Table]
 	tried  []bool
 	reread bool // maps read again since the last Refresh
 	// deferred lists the mappings whose table the load budget deferred.
@@ -550,7 +554,7 @@ func (ss *Session) readMaps(p *process, pid uint32) {
 		p.readErr = err
 		return
 	}
-	p.maps, p.tables, p.tried = maps, make([]*Table, len(maps)), make([]bool, len(maps))
+	p.maps, p.tables, p.tried = maps, make([]weak.Pointer[Table], len(maps)), make([]bool, len(maps))
 	p.gone, p.readErr = false, nil
 }
 
@@ -566,18 +570,25 @@ func (ss *Session) user(p *process, pid uint32, addr uint64, ret bool) *Frame {
 		return ss.intern(false, false, "[unknown]", "[unknown]+0x"+strconv.FormatUint(addr, 16), "")
 	}
 	m := &p.maps[i]
+	t := p.tables[i].Value()
+	if t == nil && p.tables[i] != (weak.Pointer[Table]{}) {
+		p.tried[i] = false // evicted from the cache and collected: read again
+	}
 	if !p.tried[i] {
 		var deferred bool
 		p.tried[i] = true
-		p.tables[i], deferred = ss.mappingTable(pid, m)
+		t, deferred = ss.mappingTable(pid, m)
+		p.tables[i] = weak.Pointer[Table]{}
+		if t != nil {
+			p.tables[i] = weak.Make(t)
+		}
 		if deferred {
 			p.deferred = append(p.deferred, i)
 		}
 	}
-	if p.tables[i] == nil && slices.Contains(p.deferred, i) {
+	if t == nil && slices.Contains(p.deferred, i) {
 		ss.deferredFrames++
 	}
-	t := p.tables[i]
 	module := m.Path
 	if module == "" {
 		module = "[anon]"

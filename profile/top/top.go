@@ -73,6 +73,9 @@ func Run(ctx context.Context, o Options) int {
 			cancel()
 		}
 	}
+	if o.Symbolizer == nil {
+		o.Symbolizer = profile.CommandSymbolizer(o.Logger)
+	}
 	s, err := profile.NewSession(profile.Options{Kind: profile.CPU, Frequency: o.Frequency, Filter: o.Filter, Interval: o.Interval,
 		Discard: true, OnInterval: show, Symbolizer: o.Symbolizer, Logger: o.Logger})
 	if err != nil {
