@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -12,77 +11,21 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	pprof "github.com/google/pprof/profile"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/proftest"
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
-// profWorkload is a running profile/testdata/workload.c process, waiting
-// for a line on its standard input to start.
-type profWorkload struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
-	pid   int
-}
-
-var (
-	profWorkloadOnce sync.Once
-	profWorkloadBin  string
-	profWorkloadOut  []byte
-	profWorkloadErr  error
-)
-
-// startProfWorkload builds the workload once (gcc -O1 with frame
-// pointers) and starts it with args.
-func startProfWorkload(t *testing.T, args ...string) *profWorkload {
+// startProfWorkload starts profile/testdata/workload.c with args,
+// waiting for Begin (see package proftest).
+func startProfWorkload(t *testing.T, args ...string) *proftest.Workload {
 	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		testenv.SkipOrFail(t, "gcc is missing (make test-deps installs it)")
-	}
-	profWorkloadOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ke-profile-workload-")
-		if err != nil {
-			profWorkloadErr = err
-			return
-		}
-		profWorkloadBin = filepath.Join(dir, "workload")
-		profWorkloadOut, profWorkloadErr = exec.Command("gcc", "-O1", "-fno-omit-frame-pointer", "-Wall", "-o", profWorkloadBin,
-			filepath.Join(repoRoot, "profile/testdata/workload.c")).CombinedOutput()
-	})
-	if profWorkloadErr != nil {
-		t.Fatalf("build the workload: %v\n%s", profWorkloadErr, profWorkloadOut)
-	}
-	cmd := exec.Command(profWorkloadBin, args...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &profWorkload{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), pid: cmd.Process.Pid}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		stdin.Close()
-		_ = cmd.Wait()
-	})
-	return w
-}
-
-func (w *profWorkload) begin(t *testing.T) {
-	if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
+	return proftest.Start(t, proftest.Build(t, filepath.Join(repoRoot, "profile/testdata/workload.c")), args...)
 }
 
 // profileRun is one kernel_exporter profile process.
@@ -169,10 +112,10 @@ func TestProfileCLI(t *testing.T) {
 	before := profilePrograms(t, "on_cpu")
 	w70 := startProfWorkload(t, "burn", "0.7", "12")
 	w30 := startProfWorkload(t, "burn", "0.3", "12")
-	w70.begin(t)
-	w30.begin(t)
-	r1 := startProfile(t, "--duration=10s", "--frequency=499", "--pid="+strconv.Itoa(w70.pid), "-o", base)
-	r2 := startProfile(t, "--duration=10s", "--frequency=499", "--pid="+strconv.Itoa(w30.pid), "-o", newer)
+	w70.Begin()
+	w30.Begin()
+	r1 := startProfile(t, "--duration=10s", "--frequency=499", "--pid="+strconv.Itoa(int(w70.PID)), "-o", base)
+	r2 := startProfile(t, "--duration=10s", "--frequency=499", "--pid="+strconv.Itoa(int(w30.PID)), "-o", newer)
 	var during map[ebpf.ProgramID]bool
 	Eventually(t, 5*time.Second, func() bool {
 		during = profilePrograms(t, "on_cpu")
@@ -235,7 +178,7 @@ func TestProfileCLI(t *testing.T) {
 	off := filepath.Join(dir, "off.pb.gz")
 	ws := startProfWorkload(t, "sleep", "100", "10")
 	offBefore := profilePrograms(t, "off_cpu")
-	r3 := startProfile(t, "--offcpu", "--duration=4s", "--pid="+strconv.Itoa(ws.pid), "-o", off)
+	r3 := startProfile(t, "--offcpu", "--duration=4s", "--pid="+strconv.Itoa(int(ws.PID)), "-o", off)
 	offDuring := map[ebpf.ProgramID]bool{}
 	Eventually(t, 5*time.Second, func() bool {
 		for id := range profilePrograms(t, "off_cpu") {
@@ -245,7 +188,7 @@ func TestProfileCLI(t *testing.T) {
 		}
 		return len(offDuring) > 0
 	}, "the off-CPU profile command never had its off_cpu program loaded")
-	ws.begin(t)
+	ws.Begin()
 	r3.wait(t)
 	_, cum := pprofTop(t, off)
 	t.Logf("off-CPU: do_nanosleep cum %.1f%%", cum["do_nanosleep"])
@@ -339,14 +282,14 @@ func TestProfileHTTP(t *testing.T) {
 		t.Errorf("/profile/cpu without the password: %d, want 401", code)
 	}
 	w := startProfWorkload(t, "burn", "0.7", "8")
-	w.begin(t)
+	w.Begin()
 	type result struct {
 		code int
 		body []byte
 	}
 	first := make(chan result, 1)
 	go func() {
-		code, body, _ := get(context.Background(), "/profile/cpu?seconds=3&frequency=99&pid="+strconv.Itoa(w.pid), true)
+		code, body, _ := get(context.Background(), "/profile/cpu?seconds=3&frequency=99&pid="+strconv.Itoa(int(w.PID)), true)
 		first <- result{code, body}
 	}()
 	Eventually(t, 5*time.Second, func() bool { return len(profilePrograms(t, "on_cpu")) > 0 }, "no on_cpu program while /profile/cpu runs")
@@ -369,7 +312,7 @@ func TestProfileHTTP(t *testing.T) {
 	if !found || len(pp.Sample) == 0 {
 		t.Errorf("/profile/cpu: %d samples, burn_a found %v", len(pp.Sample), found)
 	}
-	code, body, _ = get(context.Background(), "/profile/cpu?seconds=1&format=folded&pid="+strconv.Itoa(w.pid), true)
+	code, body, _ = get(context.Background(), "/profile/cpu?seconds=1&format=folded&pid="+strconv.Itoa(int(w.PID)), true)
 	if code != 200 {
 		t.Fatalf("folded: %d %s", code, body)
 	}
@@ -392,7 +335,7 @@ func TestProfileHTTP(t *testing.T) {
 // functions among the rows with their module.
 func TestProfileTopCPU(t *testing.T) {
 	w := startProfWorkload(t, "burn", "0.5", "10")
-	w.begin(t)
+	w.Begin()
 	out := runCLI(t, "top", "cpu", "--count=3", "--interval=1s", "--profile.frequency=99")
 	header := regexp.MustCompile(`(?m)^kernel_exporter top cpu  interval 1s  \d\d:\d\d:\d\d  \d+ functions$`)
 	if n := len(header.FindAllString(out, -1)); n != 3 {

@@ -49,6 +49,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/proftest"
 	"github.com/kernel-exporter/kernel_exporter/profile/symbolize"
 )
 
@@ -78,10 +79,10 @@ func BenchmarkProfileCost(b *testing.B) {
 }
 
 func measureProfile(b *testing.B, hz int, d time.Duration, sym *symbolize.Symbolizer) {
-	var burners []*workload
+	var burners []*proftest.Workload
 	for range runtime.NumCPU() {
 		w := startWorkload(b, "burn", "0.5", strconv.Itoa(int(d/time.Second)+5))
-		w.begin()
+		w.Begin()
 		burners = append(burners, w)
 	}
 	runtime.GC()
@@ -123,7 +124,7 @@ func measureProfile(b *testing.B, hz int, d time.Duration, sym *symbolize.Symbol
 	}
 	hwm := statusKiB(b, "VmHWM")
 	for _, w := range burners {
-		w.end()
+		w.End()
 	}
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
 	bpfPct := 100 * runTime.Seconds() / wall.Seconds()

@@ -199,30 +199,20 @@ func (d *DiffResult) sort(m Measure) {
 const minDelta = 1e-9
 
 // Grew returns at most n functions whose share grew, most first, by m.
-func (d *DiffResult) Grew(n int, m Measure) []DiffRow {
-	rows := slices.Clone(d.Rows)
-	slices.SortStableFunc(rows, func(a, b DiffRow) int {
-		return cmp.Or(cmp.Compare(b.delta(m), a.delta(m)), strings.Compare(a.Function, b.Function))
-	})
-	var out []DiffRow
-	for _, r := range rows {
-		if len(out) == n || r.delta(m) <= minDelta {
-			break
-		}
-		out = append(out, r)
-	}
-	return out
-}
+func (d *DiffResult) Grew(n int, m Measure) []DiffRow { return d.moved(n, m, 1) }
 
 // Shrank returns at most n functions whose share shrank, most first, by m.
-func (d *DiffResult) Shrank(n int, m Measure) []DiffRow {
+func (d *DiffResult) Shrank(n int, m Measure) []DiffRow { return d.moved(n, m, -1) }
+
+// moved returns at most n rows whose delta by m has sign, largest first.
+func (d *DiffResult) moved(n int, m Measure, sign float64) []DiffRow {
 	rows := slices.Clone(d.Rows)
 	slices.SortStableFunc(rows, func(a, b DiffRow) int {
-		return cmp.Or(cmp.Compare(a.delta(m), b.delta(m)), strings.Compare(a.Function, b.Function))
+		return cmp.Or(cmp.Compare(sign*b.delta(m), sign*a.delta(m)), strings.Compare(a.Function, b.Function))
 	})
 	var out []DiffRow
 	for _, r := range rows {
-		if len(out) == n || r.delta(m) >= -minDelta {
+		if len(out) == n || sign*r.delta(m) <= minDelta {
 			break
 		}
 		out = append(out, r)

@@ -129,7 +129,7 @@ func ParseFolded(r io.Reader, k Kind) (*Profile, error) {
 	frames := newInterner()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxFoldedLine)
-	idx := map[string]int{}
+	agg := newAggregator(p)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -163,14 +163,7 @@ func ParseFolded(r io.Reader, k Kind) (*Profile, error) {
 			}
 			s.Stack = append(s.Stack, frames.get(kernel, true, "", name, ""))
 		}
-		key := string(stack)
-		if i, ok := idx[key]; ok {
-			p.Samples[i].Value += s.Value
-			p.Samples[i].Count += s.Count
-			continue
-		}
-		idx[key] = len(p.Samples)
-		p.Samples = append(p.Samples, s)
+		agg.add(string(stack), s)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {

@@ -3,6 +3,9 @@ package profile
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,6 +13,9 @@ import (
 	"time"
 
 	pprof "github.com/google/pprof/profile"
+
+	"github.com/kernel-exporter/kernel_exporter/budget"
+	"github.com/kernel-exporter/kernel_exporter/internal/proftest"
 )
 
 // share returns the total value of the samples of pid whose stack holds a
@@ -31,11 +37,11 @@ func share(p *Profile, pid uint32, kernel bool, names ...string) (in, all int64)
 }
 
 // run takes a profile with o, starting the workloads once attached.
-func run(t *testing.T, o Options, ws ...*workload) *Profile {
+func run(t *testing.T, o Options, ws ...*proftest.Workload) *Profile {
 	t.Helper()
 	o.OnStart = func() {
 		for _, w := range ws {
-			w.begin()
+			w.Begin()
 		}
 	}
 	s, err := NewSession(o)
@@ -136,7 +142,7 @@ func TestKernelFunctions(t *testing.T) {
 	// (3% of its samples here, with other programs tracing sys_exit).
 	p := run(t, Options{Kind: CPU, Duration: 6 * time.Second, Frequency: 999, Filter: Filter{PIDs: []uint32{g.PID, z.PID}}}, g, z)
 	for _, c := range []struct {
-		w     *workload
+		w     *proftest.Workload
 		what  string
 		names []string
 	}{
@@ -167,19 +173,19 @@ func TestOffCPUSleep(t *testing.T) {
 	w := startWorkload(t, "sleep", "100", "10")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o := Options{Kind: OffCPU, Filter: Filter{PIDs: []uint32{w.PID}}, OnStart: w.begin}
+	o := Options{Kind: OffCPU, Filter: Filter{PIDs: []uint32{w.PID}}, OnStart: w.Begin}
 	s, err := NewSession(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var elapsed time.Duration
 	go func() {
-		elapsed = w.wait()
+		elapsed = w.Wait()
 		time.Sleep(200 * time.Millisecond)
 		cancel()
 	}()
 	p, err := s.Run(ctx)
-	w.end()
+	w.End()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,4 +205,59 @@ func TestOffCPUSleep(t *testing.T) {
 		t.Errorf("%d blocks under do_nanosleep, want 100 (to 105: a rare early wakeup)", blocks)
 	}
 	checkWriters(t, p)
+}
+
+// TestMemoryBudget: a profile whose maps do not fit the memory budget is
+// refused before anything is created, with the budget's error.
+func TestMemoryBudget(t *testing.T) {
+	s, err := NewSession(Options{Kind: CPU, Duration: time.Second, MemoryBudget: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Run(context.Background())
+	var me *budget.MemoryError
+	if !errors.As(err, &me) {
+		t.Fatalf("Run under a 1 MiB budget: %v, want a *budget.MemoryError", err)
+	}
+}
+
+// TestHandlerCPUBudget: while /profile/cpu runs, BudgetConfigs gives the
+// CPU budget its program under profile:cpu; Detach stops it, and the
+// request gets 503 with the reason.
+func TestHandlerCPUBudget(t *testing.T) {
+	needRoot(t)
+	h := NewHandler(HandlerOptions{})
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/profile/cpu?seconds=30", nil))
+		close(done)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	var cs []budget.Config
+	for len(cs) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		cs = h.BudgetConfigs()
+	}
+	if len(cs) != 1 || cs[0].Name != "profile:cpu" || len(cs[0].Programs) != 1 {
+		t.Fatalf("budget configs while profiling: %+v", cs)
+	}
+	if _, err := cs[0].Programs[0].Stats(); err != nil {
+		t.Errorf("program stats: %v", err)
+	}
+	if !h.Detach("profile:cpu", "over the CPU budget: 0.9 CPU s/s") {
+		t.Fatal("Detach(profile:cpu) = false")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the profile did not stop")
+	}
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "0.9 CPU s/s") {
+		t.Errorf("stopped profile: %d %q, want 503 with the reason", rec.Code, rec.Body.String())
+	}
+	if h.BudgetConfigs() != nil {
+		t.Error("budget configs after the profile ended")
+	}
+	h.Reattach("profile:cpu")
 }

@@ -150,23 +150,35 @@ func (f Filter) apply(s Sample) (Sample, bool) {
 }
 
 // Merge adds the samples of q to p (identical process, comm, cgroup and
-// stack add up when both came from one Session; others are appended).
+// stack add up; others are appended).
 func (p *Profile) Merge(q *Profile) {
-	idx := map[string]int{}
+	a := newAggregator(p)
 	for i := range p.Samples {
-		idx[sampleKey(&p.Samples[i])] = i
+		a.idx[sampleKey(&p.Samples[i])] = i
 	}
 	for _, s := range q.Samples {
-		k := sampleKey(&s)
-		if i, ok := idx[k]; ok {
-			p.Samples[i].Value += s.Value
-			p.Samples[i].Count += s.Count
-			continue
-		}
-		idx[k] = len(p.Samples)
-		p.Samples = append(p.Samples, s)
+		a.add(sampleKey(&s), s)
 	}
 	p.Duration += q.Duration
+}
+
+// aggregator adds samples to a profile, summing those of one key.
+type aggregator struct {
+	p   *Profile
+	idx map[string]int // key -> index in p.Samples
+}
+
+func newAggregator(p *Profile) *aggregator { return &aggregator{p: p, idx: map[string]int{}} }
+
+// add adds s under key.
+func (a *aggregator) add(key string, s Sample) {
+	if i, ok := a.idx[key]; ok {
+		a.p.Samples[i].Value += s.Value
+		a.p.Samples[i].Count += s.Count
+		return
+	}
+	a.idx[key] = len(a.p.Samples)
+	a.p.Samples = append(a.p.Samples, s)
 }
 
 // sampleKey identifies a sample by process, comm, cgroup and the frames of

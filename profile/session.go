@@ -159,7 +159,7 @@ func (s *Session) Run(ctx context.Context) (*Profile, error) {
 	if o.Kind == CPU {
 		p.Frequency = o.Frequency
 	}
-	c.profile, c.last = p, p.Start
+	c.profile, c.agg, c.last = p, newAggregator(p), p.Start
 	if o.OnStart != nil {
 		o.OnStart()
 	}
@@ -218,7 +218,7 @@ type collector struct {
 	sym     *symbolize.Session
 	gen     uint32
 	profile *Profile
-	index   map[string]int // sampleKey -> index in profile.Samples
+	agg     *aggregator
 
 	keys   []rawKey
 	values []rawValue
@@ -248,7 +248,7 @@ func newCollector(o Options, objs *objects, sym *symbolize.Session) *collector {
 	k, _ := lru.New[uint64, []*Frame](maxCachedStacks)
 	u, _ := lru.New[userStack, []*Frame](maxCachedStacks)
 	return &collector{
-		o: o, objs: objs, sym: sym, index: map[string]int{},
+		o: o, objs: objs, sym: sym,
 		keys: make([]rawKey, n), values: make([]rawValue, n), frames: make([]uint64, maxDepth),
 		kernelStacks: k, userStacks: u,
 	}
@@ -410,17 +410,9 @@ func (c *collector) lookup(hash uint64) bool {
 
 // add adds s to the profile.
 func (c *collector) add(s Sample) {
-	if c.o.Discard {
-		return
+	if !c.o.Discard {
+		c.agg.add(sampleKey(&s), s)
 	}
-	k := sampleKey(&s)
-	if i, ok := c.index[k]; ok {
-		c.profile.Samples[i].Value += s.Value
-		c.profile.Samples[i].Count += s.Count
-		return
-	}
-	c.index[k] = len(c.profile.Samples)
-	c.profile.Samples = append(c.profile.Samples, s)
 }
 
 // readStats sums the per-CPU counters of the stats map into the profile.
