@@ -225,12 +225,8 @@ func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []stri
 	var r Rates
 	last := o.Now()
 	r.Rows(pick(snap, names), 0)
-	_, _, tty := Size(o.Stdout)
-	if tty {
-		io.WriteString(o.Stdout, enterScreen+clearScreen)
-		fmt.Fprintf(o.Stdout, "kernel_exporter top %s  interval %v: measuring the first interval...\n", printable.String(o.Program), o.Interval)
-		defer io.WriteString(o.Stdout, leaveScreen)
-	}
+	scr := NewScreen(o.Stdout, fmt.Sprintf("kernel_exporter top %s  interval %v: measuring the first interval...", printable.String(o.Program), o.Interval))
+	defer scr.Close()
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
 	for n := 0; o.Count == 0 || n < o.Count; n++ {
@@ -243,25 +239,67 @@ func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []stri
 		}
 		rows := r.Rows(pick(snap, names), now.Sub(last))
 		last = now
-		height, width, tty := Size(o.Stdout)
+		height, width := scr.Size()
 		var b strings.Builder
-		if tty {
-			b.WriteString(clearScreen)
-		} else if n > 0 {
-			b.WriteByte('\n')
-		}
 		_ = WriteTop(&b, TopHeader{Program: o.Program, Interval: o.Interval, Time: now}, rows, height, width)
-		out := b.String()
-		if tty {
-			// No newline after the last line: on the bottom row it
-			// would scroll the frame's header away.
-			out = strings.TrimSuffix(out, "\n")
-		}
-		if _, err := io.WriteString(o.Stdout, out); err != nil {
+		if err := scr.Draw(b.String()); err != nil {
 			return fail("write: %v", err)
 		}
 	}
 	return ExitOK
+}
+
+// Screen shows frames, each redrawn in place of the last on a terminal
+// (the alternate screen, left on Close so that the shell's screen comes
+// back as it was), or one after the other, a blank line apart, when the
+// output is not a terminal. top and top cpu draw with it.
+type Screen struct {
+	w      io.Writer
+	tty    bool
+	frames int
+}
+
+// NewScreen starts drawing on w: on a terminal it enters the alternate
+// screen and shows title until the first frame.
+func NewScreen(w io.Writer, title string) *Screen {
+	_, _, tty := Size(w)
+	s := &Screen{w: w, tty: tty}
+	if tty {
+		io.WriteString(w, enterScreen+clearScreen)
+		io.WriteString(w, title+"\n")
+	}
+	return s
+}
+
+// Size returns the height and width a frame may take (see Size).
+func (s *Screen) Size() (rows, cols int) {
+	rows, cols, _ = Size(s.w)
+	return rows, cols
+}
+
+// Draw shows frame (lines ending in "\n", which a terminal in its normal
+// mode turns into CR LF).
+func (s *Screen) Draw(frame string) error {
+	var b strings.Builder
+	if s.tty {
+		b.WriteString(clearScreen)
+		// No newline after the last line: on the bottom row it would
+		// scroll the frame's header away.
+		frame = strings.TrimSuffix(frame, "\n")
+	} else if s.frames > 0 {
+		b.WriteByte('\n')
+	}
+	b.WriteString(frame)
+	s.frames++
+	_, err := io.WriteString(s.w, b.String())
+	return err
+}
+
+// Close leaves the alternate screen.
+func (s *Screen) Close() {
+	if s.tty {
+		io.WriteString(s.w, leaveScreen)
+	}
 }
 
 // Size returns the height and width of the terminal w writes to (TIOCGWINSZ)

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -127,6 +129,11 @@ type Options struct {
 	// /-/ready (503 until it is closed); /-/healthy is 200 while serving.
 	Reload          func(context.Context) error
 	EnableLifecycle bool
+	// Handlers are more handlers, by path (package profile's /profile/cpu
+	// and /profile/offcpu with --profile.enable), served behind the same
+	// TLS, authentication and connection limits as the metrics. A path
+	// that clashes with the metrics path or another handler is an error.
+	Handlers map[string]http.Handler
 }
 
 // Server is the exporter's HTTP server: the landing page, metrics and,
@@ -213,6 +220,12 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	// The live page (package ui) samples the configs only while a page
 	// polls it.
 	mux.Handle(ui.Path, ui.Handler(ui.NewSampler(status.Read)))
+	for _, p := range slices.Sorted(maps.Keys(opts.Handlers)) {
+		if p == opts.MetricsPath || strings.HasPrefix(opts.MetricsPath, strings.TrimSuffix(p, "/")+"/") || p == "/" || p == ui.Path || p == HealthyPath || p == ReadyPath || p == ReloadPath {
+			return nil, fmt.Errorf("handler path %s clashes with a path the server serves (--web.telemetry-path %s)", p, opts.MetricsPath)
+		}
+		mux.Handle(p, opts.Handlers[p])
+	}
 	if opts.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -325,3 +325,32 @@ func TestHardening25DeferAccept(t *testing.T) {
 		t.Errorf("a request beside them: %q", got)
 	}
 }
+
+// TestHandlers mounts more handlers (package profile's, with
+// --profile.enable) on the server's mux, and refuses one at the metrics
+// path.
+func TestHandlers(t *testing.T) {
+	o := opts("/metrics")
+	o.Handlers = map[string]http.Handler{"/profile/cpu": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "profile")
+	})}
+	srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.HTTP.Handler)
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/profile/cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "profile" {
+		t.Errorf("/profile/cpu: %d %q", resp.StatusCode, b)
+	}
+	o.Handlers = map[string]http.Handler{"/metrics": http.NotFoundHandler()}
+	if _, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o); err == nil {
+		t.Error("a handler at the metrics path: no error")
+	}
+}

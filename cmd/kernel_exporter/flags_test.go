@@ -98,7 +98,7 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--web.config.file="+dir+"/none", "--web.config.file")
 	add("serve", "--otlp.metrics.interval=30s", "--otlp.metrics.interval and --otlp.metrics.timeout apply with --otlp.metrics only")
 	add("serve", "--otlp.metrics.timeout=1s", "--otlp.metrics.interval and --otlp.metrics.timeout apply with --otlp.metrics only")
-	add("serve", "--duration=3s", "--duration applies to dump, not serve")
+	add("serve", "--duration=3s", "--duration applies to dump and profile record, not serve")
 	add("serve", "--interval=1s", "--interval applies to hist and top, not serve")
 	cases = append(cases,
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--otlp.metrics.interval=1ms"}, "--otlp.metrics.interval 1ms: must be"},
@@ -128,15 +128,30 @@ func TestBadFlags(t *testing.T) {
 		add(cmd, "--programs=timers", "--programs applies to serve and dump, not "+cmd)
 		add(cmd, "--config.names=x", "--config.names applies to serve and dump, not "+cmd)
 		add(cmd, "--web.listen-address=:1", "--web.listen-address applies to serve, not "+cmd)
-		add(cmd, "--duration=1s", "--duration applies to dump, not "+cmd)
+		add(cmd, "--duration=1s", "--duration applies to dump and profile record, not "+cmd)
 		cases = append(cases, tc{[]string{cmd}, "required argument"})
 	}
 	cases = append(cases,
 		tc{[]string{"hist", "biolatncy"}, `hist: no bundled program "biolatncy"`},
 		tc{[]string{"top", "biolatency.bio_latency_seconds"}, "top takes a program name, not a metric"},
 		tc{[]string{"privileged-helper", "--programs=timers"}, "--programs applies to serve and dump, not privileged-helper"},
-		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new)`},
+		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, profile record, profile diff)`},
 		tc{[]string{"dupm"}, `unexpected argument "dupm" (did you mean dump?)`},
+		// profile, profile diff, top cpu and serve's --profile.*
+		tc{[]string{"top", "cpu", "--frequency=0"}, "--frequency 0: must be 1 to 999"},
+		tc{[]string{"top", "cpu", "--interval=1ms"}, "--interval 1ms: must be 100ms to 1h0m0s"},
+		tc{[]string{"profile", "--frequency=1000"}, "--frequency 1000: must be 1 to 999"},
+		tc{[]string{"profile", "--duration=0s"}, "--duration 0s: must be more than 0"},
+		tc{[]string{"profile", "--kernel-only", "--user-only"}, "--kernel-only and --user-only exclude each other"},
+		tc{[]string{"profile", "--format=svg"}, `--format "svg": enum value must be one of pprof,folded`},
+		tc{[]string{"profile", "--pid=abc"}, `--pid: pid "abc": want a process id`},
+		tc{[]string{"profile", "--bpf.memory-budget=lots"}, "--bpf.memory-budget"},
+		tc{[]string{"profile", "--web.listen-address=:1"}, "--web.listen-address applies to serve, not profile record"},
+		tc{[]string{"profile", "diff", "a"}, "required argument 'new' not provided"},
+		tc{[]string{"profile", "diff", "a", "b", "--top=0"}, "--top 0: must be 1 to 10000"},
+		tc{[]string{"profile", "diff", "a", "b", "--sort=name"}, `--sort "name": enum value must be one of total,self`},
+		tc{[]string{"--programs=timers", "--profile.frequency=0"}, "--profile.frequency 0: must be 1 to 999"},
+		tc{[]string{"--programs=timers", "--profile.max-duration=2h"}, "--profile.max-duration 2h0m0s: must be 1s to 1h0m0s"},
 	)
 
 	t.Logf("%d bad command lines", len(cases))

@@ -5,10 +5,11 @@
 //
 // Each command has its own file: serve.go (the default command, and its
 // --config.check mode in check.go), dump.go, term.go (hist and top),
-// new.go (package scaffold) and helper.go (the hidden privileged helper).
-// A command declares its flags on its own kingpin clause, so that a flag another command has is refused;
-// the flags several commands share are declared by the groups of flags.go
-// (loadFlags, sourceFlags). main.go only builds the application, parses,
+// new.go (package scaffold), profile.go (profile and profile diff,
+// package profile) and helper.go (the hidden privileged helper). A
+// command declares its flags on its own kingpin clause, so that a flag
+// another command has is refused; the flags several commands share are
+// declared by the groups of flags.go (loadFlags, sourceFlags). main.go only builds the application, parses,
 // turns every flag error into one line naming the flag and exit code 2
 // (flagError), and runs the chosen command.
 package main
@@ -69,14 +70,15 @@ func (e *env) flagError(err error) int {
 // commands declares every command on app. Adding a command: a file with a
 // function returning its *command, and one line here.
 func commands(app *kingpin.Application) []*command {
-	return []*command{
+	cmds := []*command{
 		serveCommand(app),
 		dumpCommand(app),
 		termCommand(app, termHist),
 		termCommand(app, termTop),
-		helperCommand(app),
 		newCommand(app),
 	}
+	cmds = append(cmds, profileCommands(app)...)
+	return append(cmds, helperCommand(app))
 }
 
 // run parses args, checks the flags and runs the chosen command. It

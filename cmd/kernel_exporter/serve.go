@@ -37,6 +37,7 @@ const maxWebLimit = 1 << 20
 type serveFlags struct {
 	load *loadFlags
 	src  *sourceFlags
+	prof *profileServeFlags
 
 	check, strict, verbose bool
 
@@ -66,7 +67,7 @@ type serveFlags struct {
 // over HTTP (or, with --config.check, report and exit: check.go).
 func serveCommand(app *kingpin.Application) *command {
 	c := app.Command("serve", "Load the configs and serve their metrics over HTTP until SIGINT or SIGTERM (the default command).").Default()
-	f := &serveFlags{src: addSourceFlags(c), load: addLoadFlags(c)}
+	f := &serveFlags{src: addSourceFlags(c), load: addLoadFlags(c), prof: addProfileServeFlags(c)}
 	c.Flag("config.strict", "Exit at start if any config fails to load or attach.").BoolVar(&f.strict)
 	c.Flag("config.check", "Load and attach every config, print a report, and exit (non-zero if any failed).").BoolVar(&f.check)
 	c.Flag("verbose", "With --config.check: also print each metric's key layout, label by label (name, byte offset, size, decoders), saying which labels were inferred from the BTF of the map's key.").BoolVar(&f.verbose)
@@ -98,6 +99,9 @@ func (f *serveFlags) cpuOptions() budget.CPUOptions {
 func (f *serveFlags) checkFlags() error {
 	sources, err := f.src.sources(f.load.configDir)
 	if err != nil {
+		return err
+	}
+	if err := f.prof.check(); err != nil {
 		return err
 	}
 	if err := f.load.check(sources); err != nil {
@@ -204,9 +208,12 @@ func (f *serveFlags) run(e *env) int {
 		}
 		go p.Run(ctx)
 	}
-	cpu := budget.NewCPU(cpuOpts, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
-		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }})
-	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, f.web, web.Options{
+	// --profile.enable: the /profile/ endpoints, under the budgets.
+	profRoutes, cpuTarget, profCaps := f.prof.serve(exp.Memory, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
+		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }}, log)
+	f.load.keep |= profCaps
+	cpu := budget.NewCPU(cpuOpts, cpuTarget)
+	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, f.web, web.Options{Handlers: profRoutes,
 		MetricsPath: f.metricsPath, MaxRequests: f.maxRequests, MaxConnections: f.maxConns,
 		MaxConnectionsPerAddress: f.maxPerAddr, MaxHeaderBytes: f.maxHeader,
 		EnablePprof: f.enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
