@@ -337,8 +337,8 @@ func TestHardening08ExporterMetrics(t *testing.T) {
 }
 
 // TestHardening12DuplicateMetricAcrossConfigs runs two configs serving the
-// same metric: one keeps running, the other is down with a reason naming
-// both configs and the metric.
+// same metric: the first listed keeps running, the other is down with a
+// reason naming both configs and the metric.
 func TestHardening12DuplicateMetricAcrossConfigs(t *testing.T) {
 	dir := t.TempDir()
 	timersConfig(t, dir, "first")
@@ -356,9 +356,10 @@ func TestHardening12DuplicateMetricAcrossConfigs(t *testing.T) {
 	}
 	winner, loser := "first", "second"
 	if upB == 1 {
+		t.Errorf("config second serves the metric: want the first listed")
 		winner, loser = loser, winner
 	}
-	want := fmt.Sprintf("metric kernel_timer_starts_total of config %s is already served by config %s", loser, winner)
+	want := fmt.Sprintf("metric kernel_timer_starts_total of config %s is also defined by config %s, which is listed first (--programs, then --config.names) and so serves it", loser, winner)
 	if r := errorReason(ms, loser); r != want {
 		t.Errorf("reason of %s = %q, want %q", loser, r, want)
 	}

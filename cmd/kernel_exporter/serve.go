@@ -78,7 +78,7 @@ func serveCommand(app *kingpin.Application) *command {
 	c.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&f.metricsPath)
 	c.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).IntVar(&f.maxRequests)
 	c.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the oldest connection that has sent no complete request, else the one idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).IntVar(&f.maxConns)
-	c.Flag("web.max-connections-per-address", "Maximum number of open HTTP connections from one client address (an IPv4 address, an IPv6 /64), 1 to --web.max-connections. Over it, a new connection closes one of the address's own that has sent no complete request or is idle, else it is closed.").Default(strconv.Itoa(web.DefaultMaxConnectionsPerAddress)).IntVar(&f.maxPerAddr)
+	c.Flag("web.max-connections-per-address", "Maximum number of open HTTP connections from one client address (an IPv4 address, an IPv6 /64); more than --web.max-connections means no limit of its own. Over it, a new connection closes one of the address's own that has sent no complete request or is idle, else it is closed.").Default(strconv.Itoa(web.DefaultMaxConnectionsPerAddress)).IntVar(&f.maxPerAddr)
 	c.Flag("web.max-header-bytes", fmt.Sprintf("Maximum size in bytes of a request's line and headers, %d to %d; longer ones get 431.", web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)).Default(strconv.Itoa(web.DefaultMaxHeaderBytes)).IntVar(&f.maxHeader)
 	c.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").BoolVar(&f.noExpMetric)
 	c.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").BoolVar(&f.enablePprof)
@@ -125,9 +125,11 @@ func (f *serveFlags) checkFlags() error {
 	if f.maxConns < 1 || f.maxConns > maxWebLimit {
 		return fmt.Errorf("--web.max-connections %d: must be 1 to %d", f.maxConns, maxWebLimit)
 	}
-	if f.maxPerAddr < 1 || f.maxPerAddr > f.maxConns {
-		return fmt.Errorf("--web.max-connections-per-address %d: must be 1 to --web.max-connections (%d)", f.maxPerAddr, f.maxConns)
+	if f.maxPerAddr < 1 || f.maxPerAddr > maxWebLimit {
+		return fmt.Errorf("--web.max-connections-per-address %d: must be 1 to %d", f.maxPerAddr, maxWebLimit)
 	}
+	// More than the connection cap means no limit of its own.
+	f.maxPerAddr = min(f.maxPerAddr, f.maxConns)
 	if f.maxHeader < web.MinMaxHeaderBytes || f.maxHeader > web.MaxMaxHeaderBytes {
 		return fmt.Errorf("--web.max-header-bytes %d: must be %d to %d", f.maxHeader, web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)
 	}
