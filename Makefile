@@ -41,12 +41,17 @@ BPF_SUM     := tools/bpf-sum.sh
 
 BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c profile/bpf/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c))
 
-.PHONY: bpf bpf-check bpf-deps
+.PHONY: bpf bpf-check bpf-sum-check bpf-deps
 
 # Programs, and the test objects embedded in the integration tests (see
 # make test-kernels).
 bpf:
 	@$(BPF_SUM) update $(BPF_SRCS)
+
+# Fail unless programs/bpf.sum lists exactly the objects of BPF_SRCS with
+# their current hashes (no clang needed; the fresh-clone test runs it).
+bpf-sum-check:
+	@$(BPF_SUM) check $(BPF_SRCS)
 
 # Rebuild every object into a scratch directory and compare it with the one
 # in the tree. Also catches a source without an object and the reverse.
