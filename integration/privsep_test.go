@@ -34,7 +34,7 @@ func helperPids(t *testing.T, e *Exporter) (supervisor, worker int) {
 		}
 		supervisor, worker = kids[0], w[0]
 		return true
-	}, "exporter %d: no privileged helper (supervisor and worker)\n%s", pid, e.Logs())
+	}, "exporter %d: no privileged helper (supervisor and worker)\n%s", pid, e.Logs)
 	return supervisor, worker
 }
 
@@ -187,9 +187,12 @@ func TestPrivilegedHelperRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	Eventually(t, 20*time.Second, func() bool {
+		// The new version's map starts empty: a getppid call makes its
+		// first series (the family is absent until then).
+		syscall.Getppid()
 		f := e.Scrape()["kernel_ttl_calls_total"]
 		return f != nil && strings.Contains(f.GetHelp(), "new version")
-	}, "the reload after the restart is not served\n%s", e.Logs())
+	}, "the reload after the restart is not served\n%s", e.Logs)
 	if got := procCaps(t, fmt.Sprintf("/proc/%d/status", e.cmd.Process.Pid))["CapEff"]; got != uint64(loader.ScrapeCapabilities) {
 		t.Errorf("exporter CapEff %016x after the reload, want %016x", got, uint64(loader.ScrapeCapabilities))
 	}
