@@ -51,13 +51,11 @@ func procSoftirqs(t *testing.T) map[string]uint64 {
 // (the program counts a run at its exit, /proc/softirqs at its entry; at
 // most one run per CPU is in between at any instant). The traffic, 2000
 // UDP datagrams over loopback in a private namespace, makes the NET_RX
-// window non-empty. Raise-to-entry latency is observed only for runs whose
-// raise was seen, so NET_RX latency observations are at least one and at
-// most the handler runs.
+// window non-empty. (Raise-to-entry latency is softirq_raise's:
+// TestMatrixSoftirqRaise.)
 func TestProgramSoftirq(t *testing.T) {
 	const (
 		duration = "kernel_softirq_duration_seconds"
-		latency  = "kernel_softirq_latency_seconds"
 		n        = 2000
 	)
 	cpus := uint64(runtime.NumCPU())
@@ -103,14 +101,6 @@ func TestProgramSoftirq(t *testing.T) {
 	}
 	if inner := p4["NET_RX"] - p3["NET_RX"]; inner < 1 {
 		t.Fatalf("loopback traffic ran no NET_RX softirq (/proc/softirqs +%d)", inner)
-	}
-	la, _ := count(a, latency, "NET_RX")
-	lb, lsum := count(b, latency, "NET_RX")
-	da, _ := count(a, duration, "NET_RX")
-	db, _ := count(b, duration, "NET_RX")
-	t.Logf("NET_RX   latency observations +%d (mean over all %.2f µs)", lb-la, lsum/float64(max(lb, 1))*1e6)
-	if lb-la < 1 || lb-la > db-da+cpus {
-		t.Errorf("%s{vector=NET_RX} count moved by %d, want within [1, %d]", latency, lb-la, db-da+cpus)
 	}
 }
 
