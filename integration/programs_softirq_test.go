@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,9 +17,19 @@ var softirqVectors = []string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_P
 // summed over CPUs.
 func procSoftirqs(t *testing.T) map[string]uint64 {
 	t.Helper()
-	data, err := os.ReadFile("/proc/softirqs")
+	out, err := readProcSoftirqs()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// readProcSoftirqs is procSoftirqs returning its error (for goroutines
+// other than the test's).
+func readProcSoftirqs() (map[string]uint64, error) {
+	data, err := os.ReadFile("/proc/softirqs")
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]uint64{}
 	for _, line := range strings.Split(string(data), "\n") {
@@ -30,13 +41,13 @@ func procSoftirqs(t *testing.T) map[string]uint64 {
 		for _, v := range f[1:] {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				t.Fatalf("/proc/softirqs: %q: %v", line, err)
+				return nil, fmt.Errorf("/proc/softirqs: %q: %w", line, err)
 			}
 			sum += n
 		}
 		out[strings.TrimSuffix(f[0], ":")] = sum
 	}
-	return out
+	return out, nil
 }
 
 // TestProgramSoftirq checks the softirq program's per-vector counts against
