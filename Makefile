@@ -208,15 +208,22 @@ test-kernels: test-deps
 #                        event, and every bundled program's BPF CPU seconds
 #                        per second under the integration tests' loads (the
 #                        figures behind --bpf.cpu-budget's default)
+#   make bench-bcc       BPF ns per event of runqlat, softirq, syscalls and
+#                        biolatency against Debian's libbpf-tools (runqlat,
+#                        softirqs -d, syscount, biolatency -D) on the same
+#                        events, in both attach orders, BCC_RUNS times,
+#                        with a minimal program per hook as the floor
 #
 # BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
-# OVERHEAD_SECONDS (default 10) is how long the workload runs.
+# OVERHEAD_SECONDS (default 10) is how long the workload runs (also per
+# attach order in bench-bcc).
 # ---------------------------------------------------------------------------
 
 BENCH_TIME       ?= 5x
 OVERHEAD_SECONDS ?= 10
+BCC_RUNS         ?= 3
 
-.PHONY: bench bench-overhead bench-budget
+.PHONY: bench bench-overhead bench-budget bench-bcc
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
@@ -224,6 +231,9 @@ bench:
 
 bench-overhead:
 	KE_OVERHEAD_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench ProgramOverhead -benchtime 1x -timeout 30m ./exporter/
+
+bench-bcc:
+	KE_BCC_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench BCCSideBySide -benchtime 1x -count $(BCC_RUNS) -timeout 60m ./integration/
 
 bench-budget:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench SamplingCost -benchtime 1x -timeout 10m ./budget/

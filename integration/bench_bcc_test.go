@@ -287,7 +287,7 @@ func bccSideOrder(b *testing.B, oursFirst bool, d time.Duration) bccSideRun {
 		return
 	}
 	o0, t0, f0 := snapshot()
-	if err := bccWorkload(b.TempDir(), d); err != nil {
+	if err := bccWorkload(ioTempDir(b), d); err != nil {
 		b.Fatal(err)
 	}
 	o1, t1, f1 := snapshot()
