@@ -46,12 +46,7 @@ func (m *metric) entry(key, val []byte) {
 		}
 		return
 	}
-	k := m.cpuKey
-	if len(k) != cpuKeySize+len(key) {
-		k = make([]byte, cpuKeySize+len(key))
-		m.cpuKey = k
-	}
-	copy(k[cpuKeySize:], key)
+	k := m.cpuKeyOf(key)
 	for c := 0; c < m.ncpu && (c+1)*m.cpuSize <= len(val); c++ {
 		v := m.Value.read(val[c*m.cpuSize:])
 		if v == 0 && m.SkipZero {
@@ -95,12 +90,7 @@ func (m *metric) entrySlots(key, val []byte) {
 		}
 		return
 	}
-	k := m.cpuKey
-	if len(k) != cpuKeySize+len(key) {
-		k = make([]byte, cpuKeySize+len(key))
-		m.cpuKey = k
-	}
-	copy(k[cpuKeySize:], key)
+	k := m.cpuKeyOf(key)
 	for c := 0; c < m.ncpu && (c+1)*m.cpuSize <= len(val); c++ {
 		cpu := val[c*m.cpuSize : c*m.cpuSize+8*m.ValueSlots]
 		if allZero(cpu) {
@@ -117,6 +107,18 @@ func (m *metric) entrySlots(key, val []byte) {
 			}
 		}
 	}
+}
+
+// cpuKeyOf returns the metric's key buffer for per_cpu: label, holding
+// key after the 4 bytes of the CPU number, which the caller sets.
+func (m *metric) cpuKeyOf(key []byte) []byte {
+	k := m.cpuKey
+	if len(k) != cpuKeySize+len(key) {
+		k = make([]byte, cpuKeySize+len(key))
+		m.cpuKey = k
+	}
+	copy(k[cpuKeySize:], key)
+	return k
 }
 
 func allZero(b []byte) bool {

@@ -57,24 +57,11 @@ func TestDiffRunqlat(t *testing.T) {
 		stressFor = 6 * time.Second
 		slots     = 26 // runqlat's MAX_SLOTS
 	)
-	before := startScraped(t, nil, nil, bccTimeMark, "runqlat", "-T", "1")
-	e := Start(t, "--programs=runqlat")
-	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", "runqlat")); v != 1 {
-		t.Fatalf("config_up{config=runqlat} = %v, want 1\n%s", v, e.Logs())
-	}
-	before.setExporter(e)
-	after := startScraped(t, e, nil, bccTimeMark, "runqlat", "-T", "1")
+	e, before, after := startAround(t, "runqlat", nil, "runqlat", "-T", "1")
 	self := os.Getpid()
 	own := startScraped(t, e, func() (any, error) { return taskSwitches(self) }, bccTimeMark, "runqlat", "-T", "-p", strconv.Itoa(self), "1")
-	// Each window starts at a mark that scraped the exporter.
 	runs := []*scrapedRun{before, after, own}
-	for _, r := range runs {
-		r.waitMark(t, r.marksSeen()+1, 30*time.Second)
-	}
-	var a, b [3]int
-	for i, r := range runs {
-		a[i] = r.marksSeen()
-	}
+	a := nextMarks(t, runs...)
 	stress := startRunqStress(t)
 	time.Sleep(time.Second)
 	p1 := procStatCtxt(t)
@@ -86,10 +73,7 @@ func TestDiffRunqlat(t *testing.T) {
 	p2 := procStatCtxt(t)
 	time.Sleep(time.Second)
 	counts := stress.stop(t)
-	for i, r := range runs {
-		b[i] = r.marksSeen() + 1
-		r.waitMark(t, b[i], 30*time.Second)
-	}
+	b := nextMarks(t, runs...)
 	t.Logf("stress: %d ping-pong round trips, %d spinner loops, %d fork+exec of /bin/true", counts.roundTrips, counts.spins, counts.execs)
 	if counts.execs < 10 || counts.roundTrips < 1000 {
 		t.Fatalf("the stress did too little: %+v", counts)

@@ -6,7 +6,6 @@ import (
 	"math"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,26 +54,11 @@ func TestDiffSoftirq(t *testing.T) {
 		slots     = 20 // softirqs' MAX_SLOTS
 	)
 	readProc := func() (any, error) { return readProcSoftirqs() }
-	before := startScraped(t, nil, readProc, bccTimeMark, "softirqs", "-d", "-N", "-T", "1")
-	e := Start(t, "--programs=softirq")
-	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", "softirq")); v != 1 {
-		t.Fatalf("config_up{config=softirq} = %v, want 1\n%s", v, e.Logs())
-	}
-	before.setExporter(e)
-	after := startScraped(t, e, nil, bccTimeMark, "softirqs", "-d", "-N", "-T", "1")
+	_, before, after := startAround(t, "softirq", readProc, "softirqs", "-d", "-N", "-T", "1")
 	runs := []*scrapedRun{before, after}
-	for _, r := range runs {
-		r.waitMark(t, r.marksSeen()+1, 30*time.Second)
-	}
-	var a, b [2]int
-	for i, r := range runs {
-		a[i] = r.marksSeen()
-	}
+	a := nextMarks(t, runs...)
 	sent := udpStorm(t, stressFor)
-	for i, r := range runs {
-		b[i] = r.marksSeen() + 1
-		r.waitMark(t, b[i], 30*time.Second)
-	}
+	b := nextMarks(t, runs...)
 	t.Logf("loopback storm: %d datagrams in %v", sent, stressFor)
 
 	var ours, refs [2]map[string][]uint64
@@ -160,49 +144,32 @@ func udpStorm(t *testing.T, d time.Duration) uint64 {
 		t.Fatal(err)
 	}
 	var sent atomic.Uint64
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for _, fd := range tx {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			buf := make([]byte, 32<<10)
-			to := loopback4(port)
-			for time.Now().Before(deadline) {
-				for i := range 1000 {
-					// Sizes from 16 bytes to 32 KiB (12 octaves, and a
-					// few bytes more or less): NET_RX runs of every
-					// length, so that no bucket edge holds a large share.
-					size := min(16<<(i%12)+(i*7919)%(16<<(i%12)), len(buf))
-					// A full receive buffer drops the datagram: still a NET_RX run.
-					if err := unix.Sendto(fd, buf[:size], 0, to); err != nil && !errors.Is(err, unix.ENOBUFS) {
-						errs <- fmt.Errorf("sendto: %w", err)
-						return
-					}
+	send := func(fd int) func() error {
+		buf := make([]byte, 32<<10)
+		to := loopback4(port)
+		return func() error {
+			for i := range 1000 {
+				// Sizes from 16 bytes to 32 KiB (12 octaves, and a few
+				// bytes more or less): NET_RX runs of every length, so
+				// that no bucket edge holds a large share.
+				size := min(16<<(i%12)+(i*7919)%(16<<(i%12)), len(buf))
+				// A full receive buffer drops the datagram: still a NET_RX run.
+				if err := unix.Sendto(fd, buf[:size], 0, to); err != nil && !errors.Is(err, unix.ENOBUFS) {
+					return fmt.Errorf("sendto: %w", err)
 				}
-				sent.Add(1000)
 			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		buf := make([]byte, 64<<10)
-		for time.Now().Before(deadline) {
-			if _, _, err := unix.Recvfrom(rx, buf, 0); err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
-				errs <- fmt.Errorf("recvfrom: %w", err)
-				return
-			}
+			sent.Add(1000)
+			return nil
 		}
-	}()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	}
+	buf := make([]byte, 64<<10)
+	receive := func() error {
+		if _, _, err := unix.Recvfrom(rx, buf, 0); err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("recvfrom: %w", err)
+		}
+		return nil
+	}
+	if err := storm(d, send(tx[0]), send(tx[1]), receive); err != nil {
 		t.Fatal(err)
 	}
 	return sent.Load()

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,59 +129,36 @@ func TestDiffSyscalls(t *testing.T) {
 		args := append(append([]string{}, in.args...), "-i", "1", "-T", "5000")
 		in.run = startScraped(t, e, nil, syscountMark, "syscount", args...)
 	}
-	var a, b []int
-	for _, in := range insts {
-		in.run.waitMark(t, in.run.marksSeen()+1, 30*time.Second)
+	runs := make([]*scrapedRun, len(insts))
+	for i, in := range insts {
+		runs[i] = in.run
 	}
-	for _, in := range insts {
-		a = append(a, in.run.marksSeen())
-	}
+	a := nextMarks(t, runs...)
 
 	// The storm.
-	var made [5]atomic.Uint64 // getppid, then each failing call
-	deadline := time.Now().Add(stressFor)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(failing))
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		for time.Now().Before(deadline) {
-			for range 10000 {
-				unix.Getppid()
-			}
-			made[0].Add(10000)
+	var made [4]atomic.Uint64 // getppid, then each failing call
+	fns := []func() error{func() error {
+		for range 10000 {
+			unix.Getppid()
 		}
-	}()
+		made[0].Add(10000)
+		return nil
+	}}
 	for i, f := range failing {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			for time.Now().Before(deadline) {
-				for range 1000 {
-					if err := f.call(); !errors.Is(err, f.errno) {
-						errs <- fmt.Errorf("%s: want %s, got %v", f.name, unix.ErrnoName(f.errno), err)
-						return
-					}
+		fns = append(fns, func() error {
+			for range 1000 {
+				if err := f.call(); !errors.Is(err, f.errno) {
+					return fmt.Errorf("%s: want %s, got %v", f.name, unix.ErrnoName(f.errno), err)
 				}
-				made[i+1].Add(1000)
 			}
-		}()
+			made[i+1].Add(1000)
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := storm(stressFor, fns...); err != nil {
 		t.Fatal(err)
 	}
-	for _, in := range insts {
-		b = append(b, in.run.marksSeen()+1)
-	}
-	for i, in := range insts {
-		in.run.waitMark(t, b[i], 30*time.Second)
-	}
+	b := nextMarks(t, runs...)
 	close(stopBeat)
 	<-beatDone
 	t.Logf("storm: %d getppid, %d kill (ESRCH), %d close (EBADF), %d openat (ENOENT) in %v",

@@ -147,6 +147,21 @@ func startBCC(tb testing.TB, mark *regexp.Regexp, atMark func(i int), name strin
 // fails the test after timeout or when the tool exits first.
 func (r *bccRun) waitMark(tb testing.TB, n int, timeout time.Duration) {
 	tb.Helper()
+	r.waitUntil(tb, timeout, func() bool {
+		if r.marks >= n && len(r.tables) > n {
+			return true
+		}
+		if r.eof {
+			tb.Fatalf("%s exited after %d marks, waiting for mark %d\n%s", r.name, r.marks, n, r.stderr)
+		}
+		return false
+	}, fmt.Sprintf("mark %d", n))
+}
+
+// waitUntil waits, holding r.mu, until done returns true, and fails the
+// test (naming what) after timeout.
+func (r *bccRun) waitUntil(tb testing.TB, timeout time.Duration, done func() bool, what string) {
+	tb.Helper()
 	deadline := time.Now().Add(timeout)
 	timer := time.AfterFunc(timeout, func() {
 		r.mu.Lock()
@@ -156,12 +171,9 @@ func (r *bccRun) waitMark(tb testing.TB, n int, timeout time.Duration) {
 	defer timer.Stop()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.marks < n || len(r.tables) <= n {
-		if r.eof {
-			tb.Fatalf("%s exited after %d marks, waiting for mark %d\n%s", r.name, r.marks, n, r.stderr)
-		}
+	for !done() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s: no mark %d within %v (%d seen)\n%s", r.name, n, timeout, r.marks, r.stderr)
+			tb.Fatalf("%s: no %s within %v (%d marks seen)\n%s", r.name, what, timeout, r.marks, r.stderr)
 		}
 		r.changed.Wait()
 	}
@@ -179,21 +191,9 @@ func (r *bccRun) marksSeen() int {
 // tool exited; it waits for that (up to timeout).
 func (r *bccRun) tablesBetween(tb testing.TB, a, b int, timeout time.Duration) [][]string {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	timer := time.AfterFunc(timeout, func() {
-		r.mu.Lock()
-		r.changed.Broadcast()
-		r.mu.Unlock()
-	})
-	defer timer.Stop()
+	r.waitUntil(tb, timeout, func() bool { return r.marks > b || r.eof }, fmt.Sprintf("end of table %d", b))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.marks <= b && !r.eof {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: table %d not complete within %v\n%s", r.name, b, timeout, r.stderr)
-		}
-		r.changed.Wait()
-	}
 	if len(r.tables) <= b {
 		tb.Fatalf("%s: only %d tables, want %d", r.name, len(r.tables)-1, b)
 	}
@@ -715,4 +715,61 @@ func (p *pingPong) close() {
 	for _, fd := range []int{p.req[1], p.req[0], p.resp[1], p.resp[0]} {
 		unix.Close(fd)
 	}
+}
+
+// storm runs each of fns over and over, each on a goroutine locked to an
+// OS thread of its own, until d has passed or one returns an error, and
+// returns the first error.
+func storm(d time.Duration, fns ...func() error) error {
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(fns))
+	for _, f := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for time.Now().Before(deadline) {
+				if err := f(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// startAround starts a libbpf-tools tool (name, args) attached before an
+// exporter running config, the exporter (checking that the config is up),
+// and the tool again attached after it: see compareHist. read, if not nil,
+// is what the first instance also reads at each of its marks.
+func startAround(t *testing.T, config string, read func() (any, error), name string, args ...string) (e *Exporter, before, after *scrapedRun) {
+	t.Helper()
+	before = startScraped(t, nil, read, bccTimeMark, name, args...)
+	e = Start(t, "--programs="+config)
+	if v := e.Scrape().Value("kernel_exporter_config_up", L("config", config)); v != 1 {
+		t.Fatalf("config_up{config=%s} = %v, want 1\n%s", config, v, e.Logs())
+	}
+	before.setExporter(e)
+	after = startScraped(t, e, nil, bccTimeMark, name, args...)
+	return e, before, after
+}
+
+// nextMarks waits for the next mark of each run, and returns the marks
+// each has seen then: a window's start (where the exporter was scraped),
+// or, after the stress, its end.
+func nextMarks(t *testing.T, runs ...*scrapedRun) []int {
+	t.Helper()
+	out := make([]int, len(runs))
+	for i, r := range runs {
+		out[i] = r.marksSeen() + 1
+	}
+	for i, r := range runs {
+		r.waitMark(t, out[i], 30*time.Second)
+	}
+	return out
 }

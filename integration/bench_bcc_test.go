@@ -35,7 +35,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -405,30 +404,6 @@ func printBCCSide(runs []bccSideRun, d time.Duration) {
 // /bin/true (new tasks), getpid and failing open calls (syscalls), and
 // O_DIRECT writes and reads in dir (block requests).
 func bccWorkload(dir string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	run := func(name string, locked bool, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if locked {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-			}
-			for time.Now().Before(deadline) {
-				if err := f(); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("%s: %w", name, err)
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
 	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		return err
@@ -440,34 +415,45 @@ func bccWorkload(dir string, d time.Duration) error {
 	}
 	defer tx.Close()
 	msg := make([]byte, 256)
-	run("udp send", true, func() error {
-		for range 100 {
-			if _, err := tx.Write(msg); err != nil && !errors.Is(err, unix.ECONNREFUSED) {
-				return err
+	rbuf := make([]byte, 512)
+	rx.SetReadDeadline(time.Now().Add(d + time.Second))
+	fns := []func() error{
+		func() error {
+			for range 100 {
+				if _, err := tx.Write(msg); err != nil && !errors.Is(err, unix.ECONNREFUSED) {
+					return fmt.Errorf("udp send: %w", err)
+				}
 			}
-		}
-		return nil
-	})
-	rx.SetReadDeadline(deadline.Add(time.Second))
-	run("udp receive", false, func() error {
-		buf := make([]byte, 512)
-		_, err := rx.Read(buf)
-		if err != nil && time.Now().After(deadline) {
 			return nil
-		}
-		return err
-	})
-	for range 4 {
-		pp, err := newPingPong()
-		if err != nil {
+		},
+		func() error {
+			if _, err := rx.Read(rbuf); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("udp receive: %w", err)
+			}
+			return nil
+		},
+		func() error { return exec.Command("/bin/true").Run() },
+		func() error {
+			for range 10000 {
+				unix.Getpid()
+			}
+			return nil
+		},
+		func() error {
+			for range 1000 {
+				if _, err := unix.Open("/nonexistent/kernel_exporter", unix.O_RDONLY, 0); !errors.Is(err, unix.ENOENT) {
+					return fmt.Errorf("open: want ENOENT, got %v", err)
+				}
+			}
+			return nil
+		},
+		func() error {
+			_, _, err := runDirectIO(dir, 64, 4096)
 			return err
-		}
-		defer pp.close() // after wg.Wait: ends serve
-		go pp.serve()
-		run("ping-pong", true, pp.roundTrip)
+		},
 	}
 	for range 2 {
-		run("spin", true, func() error {
+		fns = append(fns, func() error {
 			x := 0
 			for range 1_000_000 {
 				x ^= x<<1 + 1
@@ -476,25 +462,14 @@ func bccWorkload(dir string, d time.Duration) error {
 			return nil
 		})
 	}
-	run("exec", false, func() error { return exec.Command("/bin/true").Run() })
-	run("getpid", true, func() error {
-		for range 10000 {
-			unix.Getpid()
+	for range 4 {
+		pp, err := newPingPong()
+		if err != nil {
+			return err
 		}
-		return nil
-	})
-	run("failing open", true, func() error {
-		for range 1000 {
-			if _, err := unix.Open("/nonexistent/kernel_exporter", unix.O_RDONLY, 0); !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("open: want ENOENT, got %v", err)
-			}
-		}
-		return nil
-	})
-	run("direct I/O", false, func() error {
-		_, _, err := runDirectIO(dir, 64, 4096)
-		return err
-	})
-	wg.Wait()
-	return first
+		defer pp.close() // after storm: ends serve
+		go pp.serve()
+		fns = append(fns, pp.roundTrip)
+	}
+	return storm(d, fns...)
 }

@@ -47,6 +47,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "kernel_exporter/maps.bpf.h"
+#include "kernel_exporter/slots.bpf.h"
 
 #define MAX_BUCKET	36
 #define NR_VECTORS	10	/* NR_SOFTIRQS on every kernel with tp_btf */
@@ -87,7 +88,6 @@ int BPF_PROG(softirq_exit, unsigned int vec)
 {
 	struct softirq_hist *h;
 	__u64 *entered, delta;
-	__u32 slot;
 
 	entered = bpf_map_lookup_elem(&softirq_entered_at, &vec);
 	if (!entered || *entered == 0)
@@ -97,10 +97,6 @@ int BPF_PROG(softirq_exit, unsigned int vec)
 	h = bpf_map_lookup_elem(&softirq_duration_seconds, &vec);
 	if (!h)
 		return 0;
-	slot = ke_exp2_slot(delta);
-	if (slot > MAX_BUCKET)
-		slot = MAX_BUCKET;
-	h->slots[slot] += 1;
-	h->slots[MAX_BUCKET + 1] += delta;
+	ke_observe_slots(h->slots, ke_exp2_slot(delta), delta, MAX_BUCKET);
 	return 0;
 }
