@@ -28,17 +28,15 @@ import (
 // Three comparisons:
 //
 //   - Ours against runqlat -T 1 (every task), bucket by bucket, with issue
-//     24's criteria (compareHist): runqlat is run twice, attached before
-//     and after the exporter, and waits under 16 µs are compared as one
-//     bucket, because two programs on the same events read the clock up
-//     to half a microsecond apart (see compareHist). Each prints a table
-//     every second; the
-//     exporter is scraped at each table's timestamp line
-//     (bcc_diff_util_test.go), and each window runs from the tool's last
-//     table before the stress to its first after it. runqlat counts whole
-//     microseconds (ns / 1000) into log2 slots, ours nanoseconds into exp2
-//     slots: their slot s is our slot s+11, whose edges are 2.4% above
-//     theirs (usecsShift).
+//     24's criteria (compareHist). runqlat runs twice, attached before and
+//     after the exporter, and waits under 16 µs count as one bucket: two
+//     programs on the same events read the clock up to half a microsecond
+//     apart (see compareHist). Each instance prints a table every second,
+//     and the exporter is scraped at each table's timestamp line; a window
+//     runs from an instance's last table before the stress to its first
+//     after it. runqlat counts whole microseconds (ns / 1000) into log2
+//     slots, ours nanoseconds into exp2 slots: their slot s is our slot
+//     s+11, whose edges are 2.4% above theirs (usecsShift).
 //
 //   - Ours against the kernel's count: with a spinner on each CPU no CPU
 //     ever switches to idle, so every context switch (/proc/stat ctxt)

@@ -446,19 +446,14 @@ type refHist struct {
 // usecsHist and nsecsHist are the layouts of libbpf-tools histograms of
 // slots slots in microseconds (slot s: [1000·2^s, 1000·2^(s+1)) ns, slot 0
 // [0, 2000)) and in nanoseconds (slot s: [2^s, 2^(s+1)), slot 0 [0, 2)).
-func usecsHist(slots int) refHist {
-	h := refHist{names: slotNames(slots, "us")}
-	for s := range slots {
-		h.upper = append(h.upper, math.Ldexp(1000, s+1))
-	}
-	h.upper[slots-1] = 0
-	return h
-}
+func usecsHist(slots int) refHist { return log2Hist(slots, 1000, "us") }
+func nsecsHist(slots int) refHist { return log2Hist(slots, 1, "ns") }
 
-func nsecsHist(slots int) refHist {
-	h := refHist{names: slotNames(slots, "ns")}
+// log2Hist is the layout of slots log2 slots of unit ns each.
+func log2Hist(slots int, unit float64, name string) refHist {
+	h := refHist{names: slotNames(slots, name)}
 	for s := range slots {
-		h.upper = append(h.upper, math.Ldexp(1, s+1))
+		h.upper = append(h.upper, math.Ldexp(unit, s+1))
 	}
 	h.upper[slots-1] = 0
 	return h
