@@ -221,15 +221,22 @@ test-kernels: test-deps
 #   make bench-profile   what a whole-host CPU profile costs at 19 and 99 Hz:
 #                        BPF ns per sample, BPF and exporter CPU, added RSS,
 #                        share of user frames resolved (package profile)
+#   make bench-bcc       BPF ns per event of runqlat, softirq, syscalls and
+#                        biolatency against Debian's libbpf-tools (runqlat,
+#                        softirqs -d, syscount, biolatency -D) on the same
+#                        events, in both attach orders, BCC_RUNS times,
+#                        with a minimal program per hook as the floor
 #
 # BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
-# OVERHEAD_SECONDS (default 10) is how long the workload runs.
+# OVERHEAD_SECONDS (default 10) is how long the workload runs (also per
+# attach order in bench-bcc).
 # ---------------------------------------------------------------------------
 
 BENCH_TIME       ?= 5x
 OVERHEAD_SECONDS ?= 10
+BCC_RUNS         ?= 3
 
-.PHONY: bench bench-overhead bench-budget bench-profile
+.PHONY: bench bench-overhead bench-budget bench-profile bench-bcc
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
@@ -240,6 +247,9 @@ bench-overhead:
 
 bench-profile:
 	KE_PROFILE_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench ProfileCost -benchtime 1x -timeout 30m ./profile/
+
+bench-bcc:
+	KE_BCC_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench BCCSideBySide -benchtime 1x -count $(BCC_RUNS) -timeout 60m ./integration/
 
 bench-budget:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench SamplingCost -benchtime 1x -timeout 10m ./budget/
