@@ -1,0 +1,122 @@
+package bpfstats
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// holdersObject is holders.bpf.c compiled (make bpf).
+//
+//go:embed holders.bpf.o
+var holdersObject []byte
+
+// holderSize is the size of one struct holder of holders.bpf.c.
+const holderSize = 28
+
+// maxHolderScan bounds the records read from one pass of the iterator,
+// kept or only counted in Listing.More: past it the rest is not read.
+const maxHolderScan = 16 * MaxHolders
+
+// holdersIter is the loaded holders iterator.
+type holdersIter struct {
+	prog *ebpf.Program
+	it   *link.Iter
+	buf  []byte
+}
+
+// loadHoldersIter loads and attaches holders.bpf.c's task_file iterator.
+func loadHoldersIter() (*holdersIter, error) {
+	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(holdersObject))
+	if err != nil {
+		return nil, fmt.Errorf("parse holders.bpf.o: %w", err)
+	}
+	ps := spec.Programs["holders"]
+	if ps == nil {
+		return nil, errors.New("holders.bpf.o has no program holders")
+	}
+	prog, err := ebpf.NewProgram(ps)
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	it, err := link.AttachIter(link.IterOptions{Program: prog})
+	if err != nil {
+		prog.Close()
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	return &holdersIter{prog: prog, it: it, buf: make([]byte, 64<<10)}, nil
+}
+
+func (h *holdersIter) close() {
+	h.it.Close()
+	h.prog.Close()
+}
+
+// read runs the iterator once and returns at most limit holders, sorted by
+// kind, id and pid, and the count of those past limit.
+func (h *holdersIter) read(limit int) ([]Holder, uint32, error) {
+	r, err := h.it.Open()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer r.Close()
+	var out []Holder
+	var more uint32
+	var pending []byte
+	seen := 0
+	for seen < maxHolderScan {
+		n, err := r.Read(h.buf)
+		pending = append(pending, h.buf[:n]...)
+		for len(pending) >= holderSize && seen < maxHolderScan {
+			rec := pending[:holderSize]
+			pending = pending[holderSize:]
+			seen++
+			if len(out) >= limit {
+				more++
+				continue
+			}
+			if hd, ok := parseHolder(rec); ok {
+				out = append(out, hd)
+			}
+		}
+		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
+			break
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	slices.SortFunc(out, func(a, b Holder) int {
+		if c := cmpU32(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		if c := cmpU32(a.ID, b.ID); c != 0 {
+			return c
+		}
+		return cmpU32(a.PID, b.PID)
+	})
+	return slices.Compact(out), more, nil
+}
+
+// parseHolder reads one struct holder; ok is false for a record Decode
+// would refuse.
+func parseHolder(rec []byte) (Holder, bool) {
+	hd := Holder{
+		PID:  binary.NativeEndian.Uint32(rec[0:]),
+		ID:   binary.NativeEndian.Uint32(rec[4:]),
+		Kind: binary.NativeEndian.Uint32(rec[8:]),
+		Comm: bytesNoNUL(cString(rec[12:28])),
+	}
+	if len(hd.Comm) > MaxName {
+		hd.Comm = hd.Comm[:MaxName]
+	}
+	ok := hd.PID != 0 && hd.ID != 0 && hd.Kind >= HoldsProgram && hd.Kind <= HoldsLink
+	return hd, ok
+}
