@@ -180,7 +180,7 @@ type CPU struct {
 
 	mu       sync.Mutex
 	trips    map[string]*trip
-	warnedOn bool // EnableStats failed once: logged
+	warnedOn bool // EnableStats failed: logged, until it works again
 	// The last window's rates by config (CPU s/s), its length and end;
 	// see LastRates.
 	lastRates  map[string]float64
@@ -258,6 +258,15 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 			}
 		} else {
 			defer closer.Close()
+			s.mu.Lock()
+			recovered := s.warnedOn
+			s.warnedOn = false
+			s.mu.Unlock()
+			if recovered {
+				// The privileged helper is back (it is restarted when it
+				// dies): a later failure warns again.
+				s.log.Info("CPU budget: BPF run-time statistics can be turned on again")
+			}
 		}
 	}
 	for _, o := range s.opts.Observers {

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -287,16 +288,35 @@ func TestStatsOn(t *testing.T) {
 	}
 }
 
-// EnableStats failing (no CAP_SYS_ADMIN) measures nothing while the
-// statistics are off, detaches nothing, and warns once.
+// EnableStats failing (no CAP_SYS_ADMIN, or the privileged helper gone)
+// measures nothing while the statistics are off, detaches nothing, and
+// warns once; working again (the helper restarted) is logged, and a new
+// failure warns again.
 func TestEnableFails(t *testing.T) {
 	s, _, fx, _ := setup(t)
+	var logs bytes.Buffer
+	s.log = slog.New(slog.NewTextHandler(&logs, nil))
 	n := 0
-	s.enable = func() (io.Closer, error) { n++; return nil, fs.ErrPermission }
+	fail := true
+	s.enable = func() (io.Closer, error) {
+		n++
+		if fail {
+			return nil, fs.ErrPermission
+		}
+		return io.NopCloser(nil), nil
+	}
 	s.Step(context.Background())
 	s.Step(context.Background())
 	if n != 2 || len(fx.detached) != 0 {
 		t.Errorf("enable called %d times, detached %v; want 2 and none", n, fx.detached)
+	}
+	fail = false
+	s.Step(context.Background())
+	fail = true
+	s.Step(context.Background())
+	warns, agains := strings.Count(logs.String(), "cannot turn BPF run-time statistics on"), strings.Count(logs.String(), "turned on again")
+	if warns != 2 || agains != 1 {
+		t.Errorf("%d warnings and %d recoveries logged, want 2 and 1:\n%s", warns, agains, logs.String())
 	}
 }
 

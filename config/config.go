@@ -248,21 +248,28 @@ func (c *Config) Errorf(path, format string, args ...any) error {
 // values; for a file that could not be read, errors.Is matches
 // os.ErrNotExist, bounded.ErrNotRegular or bounded.ErrTooLarge.
 func Load(dir, name string) (*Config, error) {
+	c, _, err := LoadData(dir, name)
+	return c, err
+}
+
+// LoadData is Load that also returns the bytes of the YAML it parsed (nil
+// when it could not read them), for a digest of exactly what was parsed.
+func LoadData(dir, name string) (*Config, []byte, error) {
 	if err := CheckName(name); err != nil {
-		return nil, &Error{File: dir, Msg: err.Error()}
+		return nil, nil, &Error{File: dir, Msg: err.Error()}
 	}
 	file := filepath.Join(dir, name+".yaml")
 	data, err := bounded.ReadFile(file, "config", MaxFileSize)
 	if err != nil {
-		return nil, &Error{File: file, Msg: readReason(err), Err: err}
+		return nil, nil, &Error{File: file, Msg: readReason(err), Err: err}
 	}
 	c, err := Parse(file, data)
 	if err != nil {
-		return nil, err
+		return nil, data, err
 	}
 	c.Name = name
 	c.Object = filepath.Join(dir, name+".bpf.o")
-	return c, nil
+	return c, data, nil
 }
 
 // readReason is the reason of a read error, without the path (which

@@ -354,12 +354,19 @@ func loadError(spec *ebpf.CollectionSpec, err error) error {
 		return &lackingError{fmt.Sprintf("load: %s: %v", why, err), err}
 	}
 	if isPermission(err) {
+		perr, lacking := permissionError(spec, err)
+		if lacking {
+			return perr // a capability is missing: that is the cause
+		}
 		for _, ps := range spec.Programs {
 			if kind(ps.SectionName) == "fentry" || kind(ps.SectionName) == "fexit" {
 				// Memlock is already lifted: drop cilium/ebpf's hint about it.
-				msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
+				msg := strings.Replace(err.Error(), memlockHint, "", 1)
 				return fmt.Errorf("load: fentry/fexit %w: %s", ErrUnsupported, msg)
 			}
+		}
+		if perr != nil {
+			return perr
 		}
 	}
 	return fmt.Errorf("load: %w", err)

@@ -26,6 +26,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/internal/suggest"
 	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
+	"github.com/kernel-exporter/kernel_exporter/privsep"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 	"github.com/kernel-exporter/kernel_exporter/spans"
 )
@@ -180,14 +181,20 @@ func (f *loadFlags) start(log *slog.Logger) (stop func()) {
 	return func() { closer.Close() }
 }
 
-// exporter returns the exporter of the checked sources under these flags,
-// with tracepoints (nil: the exporter's own) to re-attach after the
-// capability drop.
-func (f *loadFlags) exporter(tracepoints loader.TracepointOpener, log *slog.Logger) *exporter.Exporter {
+// exporter returns the exporter of the checked sources under these flags.
+// helper (nil: none) re-attaches tracepoint programs and loads the changed
+// configs of a reload after the capability drop.
+func (f *loadFlags) exporter(helper *privsep.Client, log *slog.Logger) *exporter.Exporter {
 	return exporter.New(exporter.Options{Sources: f.sources, CacheSize: f.cacheSize, MaxSeries: f.maxSeries, BTFPath: f.btfPath,
 		AttachTo: f.attach, DisableAttach: f.disabled, LoadTimeout: f.loadTimeout, MemoryBudget: f.memBytes,
-		Tracepoints: tracepoints, Logger: log, Compat: f.ref.Compat, DefaultNamespace: f.ref.namespace(),
+		Tracepoints: helper.Tracepoints(), Loader: helper.Loader(), Logger: log, Compat: f.ref.Compat, DefaultNamespace: f.ref.namespace(),
 		Kube: &kube.Options{NodeName: f.kubeNode, Kubeconfig: f.kubeConfig, CacheSize: f.kubeCache, Logger: log}})
+}
+
+// helperSettings are what the privileged helper may load for a reload:
+// these flags' configs and load settings, fixed at start.
+func (f *loadFlags) helperSettings() privsep.Settings {
+	return privsep.Settings{Sources: f.sources, AttachTo: f.attach, DisableAttach: f.disabled, BTFPath: f.btfPath}
 }
 
 // dropCaps returns the function that drops capabilities once every program

@@ -10,5 +10,6 @@ import (
 // exporter starts for itself (package privsep).
 func helperCommand(app *kingpin.Application) *command {
 	c := app.Command(privsep.Command, "Internal: the privileged helper the exporter starts for itself (see package privsep).").Hidden()
-	return &command{clause: c, run: func(e *env) int { return privsep.Main(e.log) }}
+	settings := c.Arg("settings", "Internal: what the helper may load (privsep.Settings).").Strings()
+	return &command{clause: c, run: func(e *env) int { return privsep.Main(e.log, *settings) }}
 }

@@ -161,18 +161,18 @@ func (f *serveFlags) run(e *env) int {
 		return f.runCheck(e)
 	}
 
-	// The CPU budget turns statistics on and re-attaches after the
-	// capability drop: a helper started now keeps what that needs, so
-	// that this process does not (package privsep).
+	// Reloads load, the CPU budget turns statistics on and re-attaches,
+	// after the capability drop: a helper started now keeps what that
+	// needs, so that this process does not (package privsep).
 	cpuOpts := f.cpuOptions()
 	cpuOpts.Logger = log
 	var helper *privsep.Client
-	if cpuOpts.Budget > 0 && !f.load.keepAll {
-		helper = privsep.StartLogged(log)
+	if !f.load.keepAll {
+		helper = privsep.StartLogged(log, f.load.helperSettings(), f.load.loadTimeout)
 		defer helper.Stop()
 		cpuOpts.EnableStats = helper.StatsFunc()
 	}
-	exp := f.load.exporter(helper.Tracepoints(), log)
+	exp := f.load.exporter(helper, log)
 	defer exp.Close()
 	ctx, stop := signalContext(log)
 	defer stop()
@@ -181,6 +181,9 @@ func (f *serveFlags) run(e *env) int {
 		exp.Registry.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	}
 	exp.Registry.MustRegister(versioncollector.NewCollector("kernel_exporter"))
+	if helper != nil {
+		exp.Registry.MustRegister(helper)
+	}
 	if f.otlpOn {
 		p, err := otlp.New(ctx, exp.Status, exp.Registry, otlp.Options{Interval: f.otlpEvery, Timeout: f.otlpTimeout,
 			Version: version.Version, Registerer: exp.Registry, Logger: log})
