@@ -95,6 +95,8 @@ func serve(fd int, o ops) error {
 				newFD, err = o.enableStats()
 			case reqTracepoint:
 				newFD, err = o.openTracepoint(req.group, req.event)
+			case reqBPFObjects:
+				newFD, err = listBPF(o)
 			}
 		}
 		if err != nil {
