@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
 )
 
 // holdersObject is holders.bpf.c compiled (make bpf).
@@ -42,6 +43,7 @@ func loadHoldersIter() (*holdersIter, error) {
 	if ps == nil {
 		return nil, errors.New("holders.bpf.o has no program holders")
 	}
+	_ = rlimit.RemoveMemlock() // kernels before 5.11 charge RLIMIT_MEMLOCK
 	prog, err := ebpf.NewProgram(ps)
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
