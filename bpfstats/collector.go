@@ -627,3 +627,12 @@ func (c *Collector) Summary(n int) Summary {
 	}
 	return s
 }
+
+// Top5 returns a function of Summary(5) for the landing page
+// (web.Options.HostBPF), nil for a nil collector.
+func (c *Collector) Top5() func() Summary {
+	if c == nil {
+		return nil
+	}
+	return func() Summary { return c.Summary(5) }
+}

@@ -209,7 +209,7 @@ func (f *serveFlags) run(e *env) int {
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, f.web, web.Options{
 		MetricsPath: f.metricsPath, MaxRequests: f.maxRequests, MaxConnections: f.maxConns,
 		EnablePprof: f.enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
-		CPURates: cpu.LastRates, EnableLifecycle: f.lifecycle,
+		CPURates: cpu.LastRates, HostBPF: hostBPF.Top5(), EnableLifecycle: f.lifecycle,
 		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },
 	})
 	if err != nil {
