@@ -105,7 +105,7 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 		names[i] = f.Name
 	}
 	if o.Command == CommandTop {
-		return runTop(ctx, exp, o, names, snap, fail)
+		return runTop(ctx, exp, o, names, snap)
 	}
 	return runHist(ctx, exp, o, names, snap, fail)
 }
@@ -219,47 +219,34 @@ func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []str
 	return ExitOK
 }
 
-func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot, fail func(string, ...any) int) int {
-	var r Rates
-	last := o.Now()
-	r.Rows(pick(snap, names), 0)
-	_, _, tty := Size(o.Stdout)
-	if tty {
-		io.WriteString(o.Stdout, enterScreen+clearScreen)
-		fmt.Fprintf(o.Stdout, "kernel_exporter top %s  interval %v: measuring the first interval...\n", printable.String(o.Program), o.Interval)
-		defer io.WriteString(o.Stdout, leaveScreen)
+func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot) int {
+	v := &countersView{exp: exp, program: o.Program, names: names, interval: o.Interval, base: snap}
+	return Redraw(ctx, RedrawOptions{Name: o.Program, Interval: o.Interval, Count: o.Count, Stdout: o.Stdout, Stderr: o.Stderr, Now: o.Now}, v)
+}
+
+// countersView is the View of top <program>: its counters by rate.
+type countersView struct {
+	exp      *exporter.Exporter
+	program  string
+	names    []string
+	interval time.Duration
+	base     *collector.Snapshot
+	r        Rates
+}
+
+func (v *countersView) Baseline() error {
+	v.r.Rows(pick(v.base, v.names), 0)
+	v.base = nil
+	return nil
+}
+
+func (v *countersView) Frame(w io.Writer, now time.Time, elapsed time.Duration, height, width int) error {
+	snap := read(v.exp, v.program)
+	if snap == nil {
+		return fmt.Errorf("config %s is no longer up", v.program)
 	}
-	t := time.NewTicker(o.Interval)
-	defer t.Stop()
-	for n := 0; o.Count == 0 || n < o.Count; n++ {
-		if !tick(ctx, t) {
-			return ExitOK
-		}
-		now := o.Now()
-		if snap = read(exp, o.Program); snap == nil {
-			return fail("config %s is no longer up", o.Program)
-		}
-		rows := r.Rows(pick(snap, names), now.Sub(last))
-		last = now
-		height, width, tty := Size(o.Stdout)
-		var b strings.Builder
-		if tty {
-			b.WriteString(clearScreen)
-		} else if n > 0 {
-			b.WriteByte('\n')
-		}
-		_ = WriteTop(&b, TopHeader{Program: o.Program, Interval: o.Interval, Time: now}, rows, height, width)
-		out := b.String()
-		if tty {
-			// No newline after the last line: on the bottom row it
-			// would scroll the frame's header away.
-			out = strings.TrimSuffix(out, "\n")
-		}
-		if _, err := io.WriteString(o.Stdout, out); err != nil {
-			return fail("write: %v", err)
-		}
-	}
-	return ExitOK
+	rows := v.r.Rows(pick(snap, v.names), elapsed)
+	return WriteTop(w, TopHeader{Program: v.program, Interval: v.interval, Time: now}, rows, height, width)
 }
 
 // Size returns the height and width of the terminal w writes to (TIOCGWINSZ)

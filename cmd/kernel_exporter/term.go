@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,11 @@ const (
 	termTop  = term.CommandTop
 )
 
+// topViews are top's built-in views: names top takes instead of a
+// program (term.Builtin), reserved (no bundled program has one of them).
+// Adding a view: its term.Builtin here.
+var topViews = []term.Builtin{term.BPFView}
+
 // termFlags are the flags of hist or top.
 type termFlags struct {
 	name     string // termHist or termTop
@@ -25,9 +31,13 @@ type termFlags struct {
 	interval time.Duration
 	count    int
 
+	// given lists the load flags given (top <view> takes none).
+	given []string
+
 	// Set by check.
 	source exporter.Source
 	metric string
+	view   *term.Builtin
 }
 
 // termCommand declares hist or top (name): load one program and draw its
@@ -43,19 +53,51 @@ func termCommand(app *kingpin.Application, name string) *command {
 		c.Flag("interval", fmt.Sprintf("Time between tables, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).DurationVar(&f.interval)
 		c.Flag("count", fmt.Sprintf("Intervals to print, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").IntVar(&f.count)
 	default:
-		c = app.Command(name, "Load one program and show its counters, one row per label set sorted by rate per second, redrawn in place every --interval until --count intervals or Ctrl-C; then detach. Takes hist's flags.")
-		c.Arg("program", "A bundled program (or, with --config.dir, <dir>/<program>.yaml).").Required().StringVar(&f.target)
+		c = app.Command(name, "Load one program and show its counters, one row per label set sorted by rate per second, redrawn in place every --interval until --count intervals or Ctrl-C; then detach. Takes hist's flags. Or show a built-in view: "+viewsHelp()+".")
+		c.Arg("program", "A bundled program (or, with --config.dir, <dir>/<program>.yaml), or a built-in view ("+viewNames()+"), which takes --interval and --count only.").Required().StringVar(&f.target)
 		c.Flag("interval", fmt.Sprintf("Time between frames, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).DurationVar(&f.interval)
 		c.Flag("count", fmt.Sprintf("Frames to show, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").IntVar(&f.count)
 	}
 	f.load = addLoadFlags(c)
+	if name == termTop {
+		for _, fl := range c.Model().Flags {
+			if n := fl.Name; n != "interval" && n != "count" {
+				c.GetFlag(n).Action(func(*kingpin.ParseContext) error { f.given = append(f.given, "--"+n); return nil })
+			}
+		}
+	}
 	return &command{clause: c, check: f.check, run: f.run, quiet: true}
+}
+
+// viewsHelp describes the built-in views for top's --help.
+func viewsHelp() string {
+	var parts []string
+	for _, v := range topViews {
+		parts = append(parts, "top "+v.Name+", "+v.Help)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// viewNames lists the built-in views' names.
+func viewNames() string {
+	var names []string
+	for _, v := range topViews {
+		names = append(names, v.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // check checks the flags and the program argument.
 func (f *termFlags) check() error {
 	if err := term.CheckFlags(f.interval, f.count); err != nil {
 		return err
+	}
+	if v, ok := term.FindBuiltin(topViews, f.target); ok && f.name == termTop {
+		if len(f.given) > 0 {
+			return fmt.Errorf("%s applies to top <program>, not top %s (a built-in view takes --interval and --count only)", f.given[0], v.Name)
+		}
+		f.view = &v
+		return nil
 	}
 	var err error
 	if f.source, f.metric, err = term.ParseTarget(f.name, f.target, f.load.configDir); err != nil {
@@ -64,8 +106,14 @@ func (f *termFlags) check() error {
 	return f.load.check([]exporter.Source{f.source})
 }
 
-// run draws until --count or a signal (term.Run).
+// run draws until --count or a signal (term.Run, or term.RunBuiltin for
+// a built-in view).
 func (f *termFlags) run(e *env) int {
+	if f.view != nil {
+		ctx, stop := signalContext(e.log, syscall.SIGHUP)
+		defer stop()
+		return term.RunBuiltin(ctx, *f.view, term.RedrawOptions{Interval: f.interval, Count: f.count, Stdout: e.stdout, Stderr: e.stderr}, e.log)
+	}
 	f.load.ref.skipCacheNote(e.log)
 	defer f.load.start(e.log)()
 	exp := f.load.exporter(nil, e.log)
