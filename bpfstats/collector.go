@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
 // Defaults and bounds of a Collector's options (--collector.bpf.*).
@@ -450,6 +451,8 @@ var (
 		"BPF maps of the host not served one by one (over --collector.bpf.max-maps): summed into the series whose labels are all "+collector.OverflowValue+".", nil, nil)
 	sampledDesc = prometheus.NewDesc("kernel_bpf_stats_sampled_ratio",
 		"Share of the time the last measuring window covered (window / period; 1 when statistics are on all the time): the counts of kernel_bpf_program_run_seconds_total and _runs_total were multiplied by its inverse. 0 before the first window ends.", nil, nil)
+	cpusDesc = prometheus.NewDesc("kernel_cpus_online",
+		"Online CPUs of the host (/sys/devices/system/cpu/online): the CPU seconds per second they give, to make the rate of kernel_bpf_program_run_seconds_total a share of the host.", nil, nil)
 	listDurationDesc = prometheus.NewDesc("kernel_exporter_bpf_list_duration_seconds",
 		"Time the last listing of the host's BPF programs, maps and links took.", nil, nil)
 	listErrorsDesc = prometheus.NewDesc("kernel_exporter_bpf_list_errors_total",
@@ -458,7 +461,7 @@ var (
 
 var descs = []*prometheus.Desc{runSecondsDesc, runsDesc, insnsDesc, jitedDesc, progInfoDesc,
 	mapMemoryDesc, mapMaxDesc, mapEntriesDesc, mapInfoDesc, programsDesc, mapsDesc,
-	progOverflowDesc, mapOverflowDesc, sampledDesc, listDurationDesc, listErrorsDesc}
+	progOverflowDesc, mapOverflowDesc, sampledDesc, cpusDesc, listDurationDesc, listErrorsDesc}
 
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -528,6 +531,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(progOverflowDesc, float64(c.overflow.programs))
 	gauge(mapOverflowDesc, float64(c.overflow.maps))
 	gauge(sampledDesc, c.winRatio)
+	if cpus, err := loader.OnlineCPUs(); err == nil {
+		gauge(cpusDesc, float64(len(cpus)))
+	}
 	gauge(listDurationDesc, c.listTook.Seconds())
 	counter(listErrorsDesc, float64(c.listErrs))
 }
