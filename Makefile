@@ -27,7 +27,7 @@ BPF_DIR     := programs
 BPF_INCLUDE := include
 BPF_BUILD   := tools/bpf-build.sh
 
-BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c bpfstats/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c))
+BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c bpfstats/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c integration/testdata/bpfspin/*.bpf.c))
 BPF_OBJS    := $(BPF_SRCS:.bpf.c=.bpf.o)
 BPF_HEADERS := $(sort $(wildcard $(BPF_INCLUDE)/*.h $(BPF_INCLUDE)/*/*.h))
 

@@ -355,7 +355,8 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 // WindowEnd is called by the CPU budget at the end of a measuring window,
 // before statistics go off (budget.Observer): it lists the programs again
 // and adds to each program's counters what it ran during the window,
-// scaled by period over the window's length. With continuous statistics
+// scaled by the time since the previous window's end (period for the
+// first) over the window's length. With continuous statistics
 // (--bpf.stats) the scale is 1 and this end is the next window's base.
 func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continuous bool) {
 	c.mu.Lock()
@@ -372,9 +373,16 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 	if elapsed <= 0 {
 		return
 	}
+	// A window stands for the time since the previous one ended (the
+	// period, plus the time listing and reading took), measured; the
+	// nominal period for the first window or after a gap.
+	cycle := period
+	if d := t1.Sub(c.winEnd); !c.winEnd.IsZero() && d > elapsed && d <= 2*period {
+		cycle = d
+	}
 	scale := 1.0
-	if !continuous && period > elapsed {
-		scale = float64(period) / float64(elapsed)
+	if !continuous && cycle > elapsed {
+		scale = float64(cycle) / float64(elapsed)
 	}
 	cpu := 0.0
 	for _, st := range c.progs {
@@ -401,10 +409,7 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
 	}
 	c.winLen, c.winEnd, c.winCPU = elapsed, t1, cpu
-	c.winRatio = 1
-	if !continuous && period > elapsed {
-		c.winRatio = float64(elapsed) / float64(period)
-	}
+	c.winRatio = 1 / scale
 	if continuous {
 		c.winStart = t1
 	} else {

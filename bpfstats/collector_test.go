@@ -243,3 +243,26 @@ func TestCollectorListFails(t *testing.T) {
 		t.Errorf("programs %v after a failed listing: want the last listing's 2", v)
 	}
 }
+
+// TestCollectorMeasuredCycle checks that a window stands for the time
+// since the previous window ended (the period and the time listing took),
+// not the nominal period: counts are scaled by that over the window.
+func TestCollectorMeasuredCycle(t *testing.T) {
+	w, proc := newWorld(t)
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc})
+	window := func(runs uint64) {
+		c.WindowStart(context.Background(), false)
+		w.run(10, 0, runs)
+		w.advance(time.Second)
+		c.WindowEnd(context.Background(), 2*time.Second, false)
+	}
+	window(10) // first: the nominal period, scale 2
+	w.advance(1500 * time.Millisecond)
+	window(10) // 2.5 s since the first ended: scale 2.5
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", map[string]string{"id": "10"}); v != 45 {
+		t.Errorf("runs %v, want 10 x 2 + 10 x 2.5", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_stats_sampled_ratio", nil); v != 0.4 {
+		t.Errorf("sampled ratio %v, want 1 s of 2.5 s", v)
+	}
+}
