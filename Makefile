@@ -114,7 +114,7 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=make \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids
+TEST_DEBS := clang-19 llvm-19 libbpf-dev bpftool prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids
 # QEMU without its recommended packages (GUI libraries): the matrix runs headless.
 QEMU_DEBS := qemu-system-x86
 

@@ -40,10 +40,6 @@ func bpfspin(t *testing.T) string {
 			return
 		}
 		bpfspinBin.path = filepath.Join(dir, "bpfspin")
-		if b := os.Getenv("KERNEL_EXPORTER_BPFSPIN"); b != "" {
-			bpfspinBin.path = b // prebuilt (the kernel matrix has no toolchain)
-			return
-		}
 		build := exec.Command("go", "build", "-o", bpfspinBin.path, "./integration/testdata/bpfspin")
 		build.Dir = repoRoot
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
