@@ -203,9 +203,10 @@ func TestBPFStatsForeignProgram(t *testing.T) {
 func TestBPFStatsChurn(t *testing.T) {
 	e := Start(t, "--programs=timers", "--collector.bpf.ttl=2s")
 	pid := exporterPid(t, e)
+	bin := bpfspin(t)
 	churn := func() (seen int) {
 		ids := map[string]bool{}
-		cmd := bpfspinCmd(t, "churn", "1000", "100", "1100ms")
+		cmd := bpfspinCmd(t, bin, "churn", "1000", "100", "1100ms")
 		done := make(chan error, 1)
 		go func() { done <- cmd.Run() }()
 		for {

@@ -11,46 +11,31 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// bpfspinBin is integration/testdata/bpfspin, built once.
-var bpfspinBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// bpfspin returns the bpfspin binary: a separate process that loads BPF
-// programs as another agent would (testdata/bpfspin).
+// bpfspin builds and returns the bpfspin binary: a separate process that
+// loads BPF programs as another agent would (testdata/bpfspin). It is
+// built in t's temporary directory, which any user may enter (the
+// exporter may run as nobody); the build cache makes a second build a
+// link.
 func bpfspin(t *testing.T) string {
 	t.Helper()
-	bpfspinBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "bpfspin-")
-		if err != nil {
-			bpfspinBin.err = err
-			return
-		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			bpfspinBin.err = err
-			return
-		}
-		bpfspinBin.path = filepath.Join(dir, "bpfspin")
-		build := exec.Command("go", "build", "-o", bpfspinBin.path, "./integration/testdata/bpfspin")
-		build.Dir = repoRoot
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			bpfspinBin.err = fmt.Errorf("build bpfspin: %v\n%s", err, out)
-		}
-	})
-	if bpfspinBin.err != nil {
-		t.Fatal(bpfspinBin.err)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	return bpfspinBin.path
+	path := filepath.Join(dir, "bpfspin")
+	build := exec.Command("go", "build", "-o", path, "./integration/testdata/bpfspin")
+	build.Dir = repoRoot
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build bpfspin: %v\n%s", err, out)
+	}
+	return path
 }
 
 // bpfSpin is a running "bpfspin spin": a tracepoint program on
@@ -171,11 +156,11 @@ func vmRSS(t *testing.T, pid int) uint64 {
 	return 0
 }
 
-// bpfspinCmd returns the command bpfspin args, its stderr in the test's
-// log on failure.
-func bpfspinCmd(t *testing.T, args ...string) *exec.Cmd {
+// bpfspinCmd returns the command bin (bpfspin) args, its stderr in the
+// test's log.
+func bpfspinCmd(t *testing.T, bin string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bpfspin(t), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = &testWriter{t}
 	return cmd
 }
