@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf/link"
@@ -36,8 +38,10 @@ func (l Limits) or() Limits {
 // the holders, CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) to load the
 // holders iterator. For each object it takes a file descriptor by id,
 // reads its info (one BPF_OBJ_GET_INFO_BY_FD; a map's memlock from its
-// fdinfo; a link's target with one or two more) and closes it: about four
-// system calls per object. It is safe for concurrent use (calls are
+// fdinfo; a link's target with one or two more) and closes it: three to six
+// system calls per object. Programs are read at every listing (their
+// statistics move); a preallocated map once, and a link once a minute
+// (their info does not change): later listings step over their ids. It is safe for concurrent use (calls are
 // serialized). Close it to unload the iterator.
 type Enumerator struct {
 	limits Limits
@@ -47,7 +51,19 @@ type Enumerator struct {
 	iterErr   error
 	iterTried bool
 	fdinfo    []byte
+	// knownMaps holds the maps of the last listing whose memory is fixed
+	// at creation (preallocated), by id: a map's info never changes and
+	// ids are never reused, so each is opened once. Maps that allocate as
+	// they go are opened at every listing for their memlock.
+	knownMaps map[uint32]Map
+	// knownLinks holds the links of the last listing, by id, read again
+	// every linkRefresh (a link's program can be replaced).
+	knownLinks  map[uint32]Link
+	linksReadAt time.Time
 }
+
+// linkRefresh is how often every link's info is read again.
+const linkRefresh = time.Minute
 
 // NewEnumerator returns an Enumerator within limits.
 func NewEnumerator(limits Limits) *Enumerator {
@@ -102,6 +118,7 @@ const (
 	cmdProgGetFD     = unix.BPF_PROG_GET_FD_BY_ID
 	cmdMapGetFD      = unix.BPF_MAP_GET_FD_BY_ID
 	cmdObjInfo       = unix.BPF_OBJ_GET_INFO_BY_FD
+	cmdLinkGetNextID = unix.BPF_LINK_GET_NEXT_ID
 )
 
 // idAttr is the attribute of BPF_*_GET_NEXT_ID and BPF_*_GET_FD_BY_ID.
@@ -245,6 +262,7 @@ func (e *Enumerator) programs(ctx context.Context) ([]Program, uint32, error) {
 func (e *Enumerator) maps(ctx context.Context) ([]Map, uint32, error) {
 	var out []Map
 	var more uint32
+	known := make(map[uint32]Map, len(e.knownMaps))
 	for id := uint32(0); ; {
 		next, ok, err := nextID(cmdMapGetNextID, id)
 		if err != nil {
@@ -256,6 +274,11 @@ func (e *Enumerator) maps(ctx context.Context) ([]Map, uint32, error) {
 		id = next
 		if len(out) >= e.limits.Maps {
 			more++
+			continue
+		}
+		if m, ok := e.knownMaps[id]; ok {
+			known[id] = m
+			out = append(out, m)
 			continue
 		}
 		if ctx.Err() != nil {
@@ -283,9 +306,20 @@ func (e *Enumerator) maps(ctx context.Context) ([]Map, uint32, error) {
 		if m.ID != id || !objName(m.Name) {
 			continue
 		}
+		if !dynamicMemory(m) {
+			known[id] = m
+		}
 		out = append(out, m)
 	}
+	e.knownMaps = known
 	return out, more, nil
+}
+
+// dynamicMemory reports whether m allocates its entries as they come
+// (BPF_F_NO_PREALLOC, an LPM trie), so that its memlock changes; the
+// others' is fixed when they are created.
+func dynamicMemory(m Map) bool {
+	return m.Flags&unix.BPF_F_NO_PREALLOC != 0 || MapType(m.Type) == "lpm_trie"
 }
 
 // memlock returns the "memlock:" line of fd's fdinfo, 0 when it has none
@@ -327,30 +361,52 @@ func fdinfoField(b []byte, key string) uint64 {
 func (e *Enumerator) links(ctx context.Context) ([]Link, uint32, error) {
 	var out []Link
 	var more uint32
-	it := new(link.Iterator)
-	defer it.Close()
-	for it.Next() {
+	now := time.Now()
+	reuse := now.Sub(e.linksReadAt) < linkRefresh
+	if !reuse {
+		e.linksReadAt = now
+	}
+	known := make(map[uint32]Link, len(e.knownLinks))
+	for id := uint32(0); ; {
+		next, ok, err := nextID(cmdLinkGetNextID, id)
+		if err != nil {
+			return nil, 0, fmt.Errorf("BPF_LINK_GET_NEXT_ID: %w", err)
+		}
+		if !ok {
+			break
+		}
+		id = next
 		if len(out) >= e.limits.Links {
 			more++
+			continue
+		}
+		if k, ok := e.knownLinks[id]; ok && reuse {
+			known[id] = k
+			out = append(out, k)
 			continue
 		}
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
 		}
-		info, err := it.Link.Info()
-		if err != nil {
-			// Some kinds answer no info (a legacy raw tracepoint):
-			// list the id alone.
-			out = append(out, Link{ID: uint32(it.ID)})
+		l, err := link.NewFromID(link.ID(id))
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		out = append(out, linkOf(uint32(it.ID), info))
+		if err != nil {
+			return nil, 0, fmt.Errorf("BPF_LINK_GET_FD_BY_ID %d: %w", id, err)
+		}
+		k := Link{ID: id}
+		// Some kinds answer no info (a legacy raw tracepoint): the id
+		// alone.
+		if info, err := l.Info(); err == nil {
+			k = linkOf(id, info)
+		}
+		l.Close()
+		known[id] = k
+		out = append(out, k)
 	}
-	if err := it.Err(); err != nil && len(out) == 0 {
-		return nil, 0, fmt.Errorf("links: %w", err)
-	}
-	slices.SortFunc(out, func(a, b Link) int { return cmpU32(a.ID, b.ID) })
-	return slices.CompactFunc(out, func(a, b Link) bool { return a.ID == b.ID }), more, nil
+	e.knownLinks = known
+	return out, more, nil
 }
 
 // linkOf turns cilium/ebpf's link info into a Link: its attach type where
