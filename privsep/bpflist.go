@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -168,4 +169,24 @@ func (c *Client) Lister() bpfstats.Lister {
 		return nil
 	}
 	return bpfstats.ListerFunc(c.ListBPF)
+}
+
+// nameAsExporter gives the worker the command name of the exporter's
+// binary: started through /proc/self/exe, it would be "exe". The holders
+// iterator it loads for "bpf_objects" is then owned, in the host BPF
+// collector's owner label, by the exporter's name, as the exporter's own
+// programs are.
+func nameAsExporter() {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	name := filepath.Base(exe)
+	if len(name) > 15 {
+		name = name[:15] // TASK_COMM_LEN
+	}
+	// /proc/self/comm is the thread group leader's, which is what
+	// /proc/<pid>/comm and the iterator show (PR_SET_NAME names only the
+	// calling thread).
+	_ = os.WriteFile("/proc/self/comm", []byte(name), 0)
 }

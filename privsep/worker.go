@@ -54,6 +54,7 @@ func workerMain(log *slog.Logger, s Settings) int {
 		return 1
 	}
 	log.Info("privileged helper running", "pid", os.Getpid(), "cap_eff", r.After.Effective.Hex(), "effective", r.After.Effective.String())
+	nameAsExporter() // bpflist.go
 	if err := serve(socketFD, &realOps{settings: s}); err != nil {
 		log.Error("privileged helper", "err", err)
 		return 1
