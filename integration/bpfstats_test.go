@@ -3,6 +3,8 @@ package integration
 import (
 	"fmt"
 	"math"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -255,4 +257,63 @@ func TestBPFStatsChurn(t *testing.T) {
 		t.Errorf("resident memory %d MiB after the first 1000 programs, %d MiB after the second: want flat (within 4 MiB)", rss1>>20, rss2>>20)
 	}
 	t.Logf("programs served: %d and %d of 1000; RSS %.1f MiB, then %.1f MiB", seen1, seen2, float64(rss1)/(1<<20), float64(rss2)/(1<<20))
+}
+
+// TestTermTopBPF runs kernel_exporter top bpf in a tmux pane while the
+// foreign program spins 20 µs at each of 500 ioprio_get calls a second:
+// a frame shows it with its name, type and owner, about 500 events/s,
+// 20 µs or more per event and the CPU % those give; C-c exits 0 and
+// leaves kernel.bpf_stats_enabled as it was.
+func TestTermTopBPF(t *testing.T) {
+	statsBefore, _ := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled")
+	s := startBPFSpin(t, spinNs)
+	p := startTmux(t, "top", "bpf")
+	header := regexp.MustCompile(`^kernel_exporter top bpf  \d\d:\d\d:\d\d  interval \S+  \d+ programs  BPF: [\d.]+% of one CPU`)
+	p.waitFor(60*time.Second, false, "first frame", func(sc string) bool { return header.MatchString(strings.SplitN(sc, "\n", 2)[0]) })
+	row := regexp.MustCompile(fmt.Sprintf(`(?m)^ *%d  bpfstats_spin +tracepoint +bpfspin +(\d+) +(\d+) +([\d.]+)$`, s.prog))
+	const rate, over = 500, 6 * time.Second
+	done := make(chan time.Duration)
+	go func() {
+		t0 := time.Now()
+		ioprioGets(rate*int(over/time.Second), time.Second/rate)
+		done <- time.Since(t0)
+	}()
+	var frame string
+	var seen [][3]float64
+	var took time.Duration
+	for driving := true; driving; {
+		select {
+		case took = <-done:
+			driving = false
+		case <-time.After(700 * time.Millisecond):
+			sc := p.screen(false)
+			if m := row.FindStringSubmatch(sc); m != nil {
+				var v [3]float64
+				for i := range v {
+					v[i], _ = strconv.ParseFloat(m[i+1], 64)
+				}
+				if v[0] > 0 {
+					seen, frame = append(seen, v), sc
+				}
+			}
+		}
+	}
+	actual := float64(rate) * over.Seconds() / took.Seconds()
+	good := false
+	for _, v := range seen {
+		events, ns, cpu := v[0], v[1], v[2]
+		good = good || events >= actual*2/3 && events <= actual*4/3 && ns >= spinNs && ns <= 3*spinNs &&
+			math.Abs(cpu-events*ns/1e7) <= 0.2*cpu+0.02
+	}
+	t.Logf("%d calls at %.0f/s; frames showed [events/s ns/event CPU%%] %v", rate*int(over/time.Second), actual, seen)
+	if !good {
+		t.Errorf("no frame showed program %d at %.0f events/s ±33%%, %d to %d ns per event and the CPU %% those give:\n%s", s.prog, actual, spinNs, 3*spinNs, frame)
+	}
+	if code := p.interrupt(); code != 0 {
+		t.Errorf("exit status %d after C-c, want 0", code)
+	}
+	if after, _ := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); string(after) != string(statsBefore) {
+		t.Errorf("kernel.bpf_stats_enabled %q after top bpf, %q before", after, statsBefore)
+	}
+	logFrame(t, "top bpf", frame)
 }
