@@ -3,6 +3,8 @@ package privsep
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -54,7 +56,7 @@ func BenchmarkListBPF(b *testing.B) {
 				}
 				b.Cleanup(func() { p.Close() })
 			}
-			c, err := Start(Options{Path: os.Args[0], Stderr: os.Stderr})
+			c, err := Start(Options{Path: os.Args[0], Stderr: io.Discard, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				b.Fatal(err)
 			}
