@@ -69,16 +69,17 @@ type Collector struct {
 	log    *slog.Logger
 	owners *owners
 
-	mu        sync.Mutex
-	progs     map[uint32]*progState
-	maps      map[uint32]*mapState
-	served    [2]int // programs and maps served one by one
-	overflow  overflowSums
-	listed    *Listing // the last listing
-	listedAt  time.Time
-	listTook  time.Duration
-	listErrs  uint64
-	lastErrAt time.Time
+	mu    sync.Mutex
+	progs map[uint32]*progState
+	maps  map[uint32]*mapState
+	// Programs and maps served one by one.
+	progSlots, mapSlots slots
+	overflow            overflowSums
+	listed              *Listing // the last listing
+	listedAt            time.Time
+	listTook            time.Duration
+	listErrs            uint64
+	lastErrAt           time.Time
 	// The window in progress: when its first listing started (zero: none).
 	winStart time.Time
 	// The last window: its length, end, and share of the period (the
@@ -88,6 +89,22 @@ type Collector struct {
 	winRatio float64
 	winCPU   float64 // CPU s/s of every program in it
 }
+
+// slots are the programs (or maps) served one by one, at most max: an
+// object takes a slot when it comes while one is free, else it goes to the
+// overflow sums; a slot freed goes to the overflowed object of lowest id.
+type slots struct{ used, max int }
+
+// take takes a slot, false when none is free.
+func (s *slots) take() bool {
+	if s.used >= s.max {
+		return false
+	}
+	s.used++
+	return true
+}
+
+func (s *slots) free() { s.used-- }
 
 // overflowSums are the sums of the programs and maps not served one by
 // one.
@@ -159,7 +176,8 @@ func New(opts Options) *Collector {
 		log = slog.Default()
 	}
 	return &Collector{opts: opts, log: log, owners: newOwners(opts.ProcRoot, opts.Pod),
-		progs: map[uint32]*progState{}, maps: map[uint32]*mapState{}}
+		progs: map[uint32]*progState{}, maps: map[uint32]*mapState{},
+		progSlots: slots{max: opts.MaxPrograms}, mapSlots: slots{max: opts.MaxMaps}}
 }
 
 // CheckOptions returns an error naming the flag for a value out of range.
@@ -229,32 +247,24 @@ func (c *Collector) update(l *Listing, now time.Time) {
 		// already: nothing of it is served.
 		if st.overflow || now.Sub(st.goneAt) >= c.opts.TTL {
 			if !st.overflow {
-				c.served[0]--
+				c.progSlots.free()
 			}
 			delete(c.progs, id)
 		}
 	}
 	// Overflowed programs take the slots freed, lowest id first: their
 	// counts so far stay in the overflow sums, their own series start at 0.
-	if c.served[0] < c.opts.MaxPrograms {
-		for _, p := range l.Programs {
-			if st := c.progs[p.ID]; st != nil && st.overflow && c.served[0] < c.opts.MaxPrograms {
-				st.overflow = false
-				c.served[0]++
-			}
+	for _, p := range l.Programs {
+		if st := c.progs[p.ID]; st != nil && st.overflow && c.progSlots.take() {
+			st.overflow = false
 		}
 	}
 	c.overflow.programs, c.overflow.insns, c.overflow.jited = int(l.More[0]), 0, 0
 	for _, p := range l.Programs {
 		st := c.progs[p.ID]
 		if st == nil {
-			st = &progState{}
-			if c.served[0] < c.opts.MaxPrograms {
-				c.served[0]++
-			} else {
-				st.overflow = true
-				c.overflow.seen = true
-			}
+			st = &progState{overflow: !c.progSlots.take()}
+			c.overflow.seen = c.overflow.seen || st.overflow
 			c.progs[p.ID] = st
 		}
 		st.p, st.goneAt = p, time.Time{}
@@ -291,29 +301,21 @@ func (c *Collector) update(l *Listing, now time.Time) {
 	for id, st := range c.maps {
 		if !live[id] {
 			if !st.overflow {
-				c.served[1]--
+				c.mapSlots.free()
 			}
 			delete(c.maps, id)
 		}
 	}
-	if c.served[1] < c.opts.MaxMaps {
-		for _, m := range l.Maps {
-			if st := c.maps[m.ID]; st != nil && st.overflow && c.served[1] < c.opts.MaxMaps {
-				st.overflow = false
-				c.served[1]++
-			}
+	for _, m := range l.Maps {
+		if st := c.maps[m.ID]; st != nil && st.overflow && c.mapSlots.take() {
+			st.overflow = false
 		}
 	}
 	for _, m := range l.Maps {
 		st := c.maps[m.ID]
 		if st == nil {
-			st = &mapState{}
-			if c.served[1] < c.opts.MaxMaps {
-				c.served[1]++
-			} else {
-				st.overflow = true
-				c.overflow.seen = true
-			}
+			st = &mapState{overflow: !c.mapSlots.take()}
+			c.overflow.seen = c.overflow.seen || st.overflow
 			c.maps[m.ID] = st
 		}
 		st.m, st.users = m, users[m.ID]

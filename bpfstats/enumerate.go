@@ -206,39 +206,65 @@ type mapInfo struct {
 	Name                                               [16]byte
 }
 
-func (e *Enumerator) programs(ctx context.Context) ([]Program, uint32, error) {
-	var out []Program
-	var more uint32
-	var ids [MaxMapIDs]uint32
+// eachID calls visit with every id of the objects of cmd
+// (BPF_*_GET_NEXT_ID, what names it in errors) until limit of them are
+// listed (visit says whether it listed one); the ids past limit are
+// counted in more.
+func eachID(ctx context.Context, cmd int, what string, limit int, visit func(id uint32) (bool, error)) (more uint32, err error) {
+	n := 0
 	for id := uint32(0); ; {
-		next, ok, err := nextID(cmdProgGetNextID, id)
+		next, ok, err := nextID(cmd, id)
 		if err != nil {
-			return nil, 0, fmt.Errorf("BPF_PROG_GET_NEXT_ID: %w", err)
+			return 0, fmt.Errorf("%s: %w", what, err)
 		}
 		if !ok {
-			break
+			return more, nil
 		}
 		id = next
-		if len(out) >= e.limits.Programs {
+		if n >= limit {
 			more++
 			continue
 		}
-		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return 0, err
 		}
-		fd, err := fdByID(cmdProgGetFD, id)
-		if errors.Is(err, unix.ENOENT) {
-			continue // unloaded meanwhile
-		}
+		listed, err := visit(id)
 		if err != nil {
-			return nil, 0, fmt.Errorf("BPF_PROG_GET_FD_BY_ID %d: %w", id, err)
+			return 0, err
+		}
+		if listed {
+			n++
+		}
+	}
+}
+
+// open takes object id of cmd by id; ok is false when it went away
+// meanwhile.
+func open(cmd int, what string, id uint32) (fd int, ok bool, err error) {
+	fd, err = fdByID(cmd, id)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, false, nil
+	}
+	if err != nil {
+		return -1, false, fmt.Errorf("%s %d: %w", what, id, err)
+	}
+	return fd, true, nil
+}
+
+func (e *Enumerator) programs(ctx context.Context) ([]Program, uint32, error) {
+	var out []Program
+	var ids [MaxMapIDs]uint32
+	more, err := eachID(ctx, cmdProgGetNextID, "BPF_PROG_GET_NEXT_ID", e.limits.Programs, func(id uint32) (bool, error) {
+		fd, ok, err := open(cmdProgGetFD, "BPF_PROG_GET_FD_BY_ID", id)
+		if !ok {
+			return false, err
 		}
 		info := progInfo{NrMapIDs: MaxMapIDs, MapIDs: uint64(uintptr(unsafe.Pointer(&ids[0])))}
 		err = objInfo(fd, unsafe.Pointer(&info), unsafe.Sizeof(info))
 		runtime.KeepAlive(&ids)
 		unix.Close(fd)
 		if err != nil {
-			continue
+			return false, nil
 		}
 		p := Program{
 			ID: info.ID, Type: info.Type, Tag: info.Tag, Name: cString(info.Name[:]),
@@ -252,44 +278,26 @@ func (e *Enumerator) programs(ctx context.Context) ([]Program, uint32, error) {
 			slices.Sort(p.MapIDs)
 		}
 		if p.ID != id || !objName(p.Name) {
-			continue
+			return false, nil
 		}
 		out = append(out, p)
-	}
-	return out, more, nil
+		return true, nil
+	})
+	return out, more, err
 }
 
 func (e *Enumerator) maps(ctx context.Context) ([]Map, uint32, error) {
 	var out []Map
-	var more uint32
 	known := make(map[uint32]Map, len(e.knownMaps))
-	for id := uint32(0); ; {
-		next, ok, err := nextID(cmdMapGetNextID, id)
-		if err != nil {
-			return nil, 0, fmt.Errorf("BPF_MAP_GET_NEXT_ID: %w", err)
-		}
-		if !ok {
-			break
-		}
-		id = next
-		if len(out) >= e.limits.Maps {
-			more++
-			continue
-		}
+	more, err := eachID(ctx, cmdMapGetNextID, "BPF_MAP_GET_NEXT_ID", e.limits.Maps, func(id uint32) (bool, error) {
 		if m, ok := e.knownMaps[id]; ok {
 			known[id] = m
 			out = append(out, m)
-			continue
+			return true, nil
 		}
-		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
-		}
-		fd, err := fdByID(cmdMapGetFD, id)
-		if errors.Is(err, unix.ENOENT) {
-			continue
-		}
-		if err != nil {
-			return nil, 0, fmt.Errorf("BPF_MAP_GET_FD_BY_ID %d: %w", id, err)
+		fd, ok, err := open(cmdMapGetFD, "BPF_MAP_GET_FD_BY_ID", id)
+		if !ok {
+			return false, err
 		}
 		var info mapInfo
 		err = objInfo(fd, unsafe.Pointer(&info), unsafe.Sizeof(info))
@@ -299,17 +307,21 @@ func (e *Enumerator) maps(ctx context.Context) ([]Map, uint32, error) {
 		}
 		unix.Close(fd)
 		if err != nil {
-			continue
+			return false, nil
 		}
 		m := Map{ID: info.ID, Type: info.Type, KeySize: info.KeySize, ValueSize: info.ValueSize,
 			MaxEntries: info.MaxEntries, Flags: info.MapFlags, Name: cString(info.Name[:]), Memlock: memlock}
 		if m.ID != id || !objName(m.Name) {
-			continue
+			return false, nil
 		}
 		if !dynamicMemory(m) {
 			known[id] = m
 		}
 		out = append(out, m)
+		return true, nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	e.knownMaps = known
 	return out, more, nil
@@ -360,50 +372,36 @@ func fdinfoField(b []byte, key string) uint64 {
 
 func (e *Enumerator) links(ctx context.Context) ([]Link, uint32, error) {
 	var out []Link
-	var more uint32
 	now := time.Now()
 	reuse := now.Sub(e.linksReadAt) < linkRefresh
 	if !reuse {
 		e.linksReadAt = now
 	}
 	known := make(map[uint32]Link, len(e.knownLinks))
-	for id := uint32(0); ; {
-		next, ok, err := nextID(cmdLinkGetNextID, id)
-		if err != nil {
-			return nil, 0, fmt.Errorf("BPF_LINK_GET_NEXT_ID: %w", err)
+	more, err := eachID(ctx, cmdLinkGetNextID, "BPF_LINK_GET_NEXT_ID", e.limits.Links, func(id uint32) (bool, error) {
+		k, ok := e.knownLinks[id]
+		if !ok || !reuse {
+			l, err := link.NewFromID(link.ID(id))
+			if errors.Is(err, os.ErrNotExist) {
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("BPF_LINK_GET_FD_BY_ID %d: %w", id, err)
+			}
+			// Some kinds answer no info (a legacy raw tracepoint): the
+			// id alone.
+			k = Link{ID: id}
+			if info, err := l.Info(); err == nil {
+				k = linkOf(id, info)
+			}
+			l.Close()
 		}
-		if !ok {
-			break
-		}
-		id = next
-		if len(out) >= e.limits.Links {
-			more++
-			continue
-		}
-		if k, ok := e.knownLinks[id]; ok && reuse {
-			known[id] = k
-			out = append(out, k)
-			continue
-		}
-		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
-		}
-		l, err := link.NewFromID(link.ID(id))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, 0, fmt.Errorf("BPF_LINK_GET_FD_BY_ID %d: %w", id, err)
-		}
-		k := Link{ID: id}
-		// Some kinds answer no info (a legacy raw tracepoint): the id
-		// alone.
-		if info, err := l.Info(); err == nil {
-			k = linkOf(id, info)
-		}
-		l.Close()
 		known[id] = k
 		out = append(out, k)
+		return true, nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	e.knownLinks = known
 	return out, more, nil

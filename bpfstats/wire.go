@@ -197,12 +197,16 @@ func check(l *Listing) error {
 	if len(l.HoldersErr) > MaxNote || strings.IndexByte(l.HoldersErr, 0) >= 0 {
 		return errors.New("listing: bad holders note")
 	}
-	var prev uint32
-	for i, p := range l.Programs {
-		if p.ID == 0 || (i > 0 && p.ID <= prev) {
-			return fmt.Errorf("listing: program ids not increasing at %d", i)
-		}
-		prev = p.ID
+	if err := increasing("program", l.Programs, func(p Program) uint32 { return p.ID }); err != nil {
+		return err
+	}
+	if err := increasing("map", l.Maps, func(m Map) uint32 { return m.ID }); err != nil {
+		return err
+	}
+	if err := increasing("link", l.Links, func(k Link) uint32 { return k.ID }); err != nil {
+		return err
+	}
+	for _, p := range l.Programs {
 		if !objName(p.Name) {
 			return fmt.Errorf("listing: program %d: bad name", p.ID)
 		}
@@ -210,22 +214,12 @@ func check(l *Listing) error {
 			return fmt.Errorf("listing: program %d: %d map ids", p.ID, len(p.MapIDs))
 		}
 	}
-	prev = 0
-	for i, m := range l.Maps {
-		if m.ID == 0 || (i > 0 && m.ID <= prev) {
-			return fmt.Errorf("listing: map ids not increasing at %d", i)
-		}
-		prev = m.ID
+	for _, m := range l.Maps {
 		if !objName(m.Name) {
 			return fmt.Errorf("listing: map %d: bad name", m.ID)
 		}
 	}
-	prev = 0
-	for i, k := range l.Links {
-		if k.ID == 0 || (i > 0 && k.ID <= prev) {
-			return fmt.Errorf("listing: link ids not increasing at %d", i)
-		}
-		prev = k.ID
+	for _, k := range l.Links {
 		if len(k.Target) > MaxTarget || strings.IndexByte(k.Target, 0) >= 0 {
 			return fmt.Errorf("listing: link %d: bad target", k.ID)
 		}
@@ -237,6 +231,20 @@ func check(l *Listing) error {
 		if len(h.Comm) > MaxName || strings.IndexByte(h.Comm, 0) >= 0 {
 			return fmt.Errorf("listing: holder %d: bad command name", h.PID)
 		}
+	}
+	return nil
+}
+
+// increasing checks that the ids of objs (of kind) are not 0 and strictly
+// increasing.
+func increasing[T any](kind string, objs []T, id func(T) uint32) error {
+	var prev uint32
+	for i, o := range objs {
+		v := id(o)
+		if v == 0 || (i > 0 && v <= prev) {
+			return fmt.Errorf("listing: %s ids not increasing at %d", kind, i)
+		}
+		prev = v
 	}
 	return nil
 }
