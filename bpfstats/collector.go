@@ -450,7 +450,7 @@ var (
 	mapMaxDesc = prometheus.NewDesc("kernel_bpf_map_max_entries",
 		"max_entries of a BPF map of the host (ring buffers: size in bytes).", mapLabels, nil)
 	mapEntriesDesc = prometheus.NewDesc("kernel_bpf_map_entries",
-		"Entries of a BPF map of the host where that is cheap to know: arrays (their max_entries). Hash maps are not counted (that needs a pass over each).", mapLabels, nil)
+		"Entries of a BPF map of the host where that is cheap to know: arrays (their max_entries), and hash maps as the kernel counts them (Linux 6.6+, bpf_map_sum_elem_count). Other maps have no series.", mapLabels, nil)
 	mapInfoDesc = prometheus.NewDesc("kernel_bpf_map_info",
 		"A BPF map of the host; always 1. programs lists the ids of the programs using it (at most 16, then \"+N\"); owner, pid, cgroup, pod as for programs (a map no process holds takes its first program's); config is the kernel_exporter config whose programs use it.",
 		[]string{"id", "name", "type", "key_size", "value_size", "flags", "programs", "owner", "pid", "cgroup", "pod", "config"}, nil)
@@ -516,6 +516,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		lv := st.series(id)
 		if dynamicMemory(st.m) {
 			gauge(mapMemoryDesc, float64(st.m.Memlock), lv...)
+		}
+		if st.m.Entries >= 0 && !isArray(st.m.Type) {
+			gauge(mapEntriesDesc, float64(st.m.Entries), lv...)
 		}
 		for _, m := range st.static {
 			ch <- m

@@ -117,7 +117,7 @@ func newWorld(t *testing.T) (*world, string) {
 	w := &world{now: time.Unix(1e9, 0)}
 	w.l = Listing{
 		Programs: []Program{{ID: 10, Type: 5, Name: "spin", MapIDs: []uint32{3}}, {ID: 11, Type: 6, Name: "xdp_prog"}},
-		Maps:     []Map{{ID: 3, Type: 2, Name: "counts", MaxEntries: 8, Memlock: 4096}},
+		Maps:     []Map{{ID: 3, Type: 2, Name: "counts", MaxEntries: 8, Memlock: 4096}, {ID: 4, Type: 1, Name: "table", MaxEntries: 64, Memlock: 9000, Entries: 12}},
 		Links:    []Link{{ID: 1, Type: 7, ProgID: 10, AttachType: 41, HasAttach: true, Target: "syscalls:sys_enter_getpgid"}},
 		Holders:  []Holder{{PID: 4242, Kind: HoldsLink, ID: 1, Comm: "agent"}, {PID: 5000, Kind: HoldsLink, ID: 1, Comm: "child"}},
 	}
@@ -165,8 +165,15 @@ func TestCollectorWindows(t *testing.T) {
 	if v, _ := gather(t, c, "kernel_bpf_map_info", map[string]string{"id": "3", "programs": "10"}); v != 1 {
 		t.Error("map info with its programs not served")
 	}
+	// Entries: an array's max_entries, a hash map's count.
+	if v, _ := gather(t, c, "kernel_bpf_map_entries", map[string]string{"id": "3"}); v != 8 {
+		t.Errorf("array entries %v, want its max_entries 8", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_map_entries", map[string]string{"id": "4"}); v != 12 {
+		t.Errorf("hash map entries %v, want the kernel's count 12", v)
+	}
 	s := c.Summary(5)
-	if !s.Measured || len(s.Top) != 1 || s.Top[0].ID != 10 || math.Abs(s.CPU-0.002) > 1e-12 || s.Top[0].NsPerRun != 2e5 || s.MapBytes != 4096 {
+	if !s.Measured || len(s.Top) != 1 || s.Top[0].ID != 10 || math.Abs(s.CPU-0.002) > 1e-12 || s.Top[0].NsPerRun != 2e5 || s.MapBytes != 4096+9000 {
 		t.Errorf("summary %+v", s)
 	}
 

@@ -50,7 +50,11 @@ type Enumerator struct {
 	iter      *holdersIter
 	iterErr   error
 	iterTried bool
-	fdinfo    []byte
+	// counter counts hash maps' entries (nil when it did not load: a
+	// kernel before 6.6).
+	counter      *holdersIter
+	counterTried bool
+	fdinfo       []byte
 	// knownMaps holds the maps of the last listing whose memory is fixed
 	// at creation (preallocated), by id: a map's info never changes and
 	// ids are never reused, so each is opened once. Maps that allocate as
@@ -74,9 +78,11 @@ func NewEnumerator(limits Limits) *Enumerator {
 func (e *Enumerator) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.iter != nil {
-		e.iter.close()
-		e.iter = nil
+	for _, it := range []**holdersIter{&e.iter, &e.counter} {
+		if *it != nil {
+			(*it).close()
+			*it = nil
+		}
 	}
 	return nil
 }
@@ -99,6 +105,7 @@ func (e *Enumerator) List(ctx context.Context) (*Listing, error) {
 	if l.Links, l.More[2], err = e.links(ctx); err != nil {
 		return nil, err
 	}
+	e.countEntries(l.Maps)
 	if !e.iterTried {
 		e.iterTried = true
 		e.iter, e.iterErr = loadHoldersIter()
@@ -325,6 +332,36 @@ func (e *Enumerator) maps(ctx context.Context) ([]Map, uint32, error) {
 	}
 	e.knownMaps = known
 	return out, more, nil
+}
+
+// countEntries sets the entries of the hash maps of maps from the kernel's
+// counts (the map_entries iterator), -1 for the others and when the kernel
+// does not count.
+func (e *Enumerator) countEntries(maps []Map) {
+	if !e.counterTried {
+		e.counterTried = true
+		e.counter, _ = loadEntriesIter()
+	}
+	var counts map[uint32]int64
+	if e.counter != nil {
+		counts, _ = e.counter.entries()
+	}
+	for i := range maps {
+		maps[i].Entries = -1
+		if n, ok := counts[maps[i].ID]; ok && countsEntries(maps[i].Type) && n >= 0 {
+			maps[i].Entries = n
+		}
+	}
+}
+
+// countsEntries reports whether the kernel counts the entries of maps of
+// type t (kernel/bpf/hashtab.c: every hash kind).
+func countsEntries(t uint32) bool {
+	switch MapType(t) {
+	case "hash", "percpu_hash", "lru_hash", "lru_percpu_hash", "hash_of_maps":
+		return true
+	}
+	return false
 }
 
 // dynamicMemory reports whether m allocates its entries as they come

@@ -136,3 +136,43 @@ func TestEnumeratorLimits(t *testing.T) {
 			len(l.Programs), l.More[0], len(l.Maps), l.More[1], len(l.Holders), l.More[3])
 	}
 }
+
+// TestEnumeratorEntries checks the entries the kernel counts for hash
+// maps (6.6+): 37 of a hash map, 5 of an LRU hash, and none (-1) for an
+// array.
+func TestEnumeratorEntries(t *testing.T) {
+	needRoot(t)
+	mk := func(typ ebpf.MapType, n int) uint32 {
+		m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "ke_entries", Type: typ, KeySize: 4, ValueSize: 8, MaxEntries: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		for k := uint32(0); k < uint32(n); k++ {
+			if err := m.Put(k, uint64(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := m.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := info.ID()
+		return uint32(id)
+	}
+	hash, lru, array := mk(ebpf.Hash, 37), mk(ebpf.LRUHash, 5), mk(ebpf.Array, 3)
+	e := NewEnumerator(Limits{})
+	defer e.Close()
+	l, err := e.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.counter == nil {
+		testenv.SkipLacking(t, "bpf_map_sum_elem_count", "the kernel does not count hash maps' entries (6.6+)")
+	}
+	for id, want := range map[uint32]int64{hash: 37, lru: 5, array: -1} {
+		if m := l.Map(id); m == nil || m.Entries != want {
+			t.Errorf("map %d: %+v, want %d entries", id, m, want)
+		}
+	}
+}

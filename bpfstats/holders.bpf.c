@@ -97,3 +97,36 @@ int holders(struct bpf_iter__task_file *ctx)
 	bpf_seq_write(ctx->meta->seq, &h, sizeof(h));
 	return 0;
 }
+
+/*
+ * map_entries: the entries of every BPF map of the host that counts them,
+ * for kernel_bpf_map_entries. bpf_map_sum_elem_count (kfunc, 6.6+) sums
+ * the per-CPU element counts the kernel keeps for hash maps (hashtab.c:
+ * inc_elem_count); other map types keep none, and user space counts only
+ * the hash kinds. The kfunc is weak: on an older kernel this program does
+ * not load and the holders iterator, loaded separately, does not care.
+ */
+
+extern __s64 bpf_map_sum_elem_count(const struct bpf_map *map) __ksym __weak;
+
+/* One record of the output: 16 bytes, read by bpfstats/holders.go. */
+struct map_count {
+	__u32 id;
+	__u32 pad;
+	__s64 entries;
+};
+_Static_assert(sizeof(struct map_count) == 16, "holders.go reads 16-byte records");
+
+SEC("iter/bpf_map")
+int map_entries(struct bpf_iter__bpf_map *ctx)
+{
+	struct bpf_map *map = ctx->map;
+	struct map_count c = {};
+
+	if (!map)
+		return 0;
+	c.id = map->id;
+	c.entries = bpf_map_sum_elem_count(map);
+	bpf_seq_write(ctx->meta->seq, &c, sizeof(c));
+	return 0;
+}

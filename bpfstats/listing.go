@@ -88,6 +88,10 @@ type Map struct {
 	// Memlock is the kernel memory the map holds, in bytes, as its
 	// fdinfo says (0 when the kernel does not say).
 	Memlock uint64
+	// Entries is the entries of a hash map as the kernel counts them
+	// (bpf_map_sum_elem_count, 6.6+); -1 for other types and when the
+	// kernel does not count.
+	Entries int64
 }
 
 // Link is one BPF link: a program attached to a hook.

@@ -18,7 +18,8 @@ import (
 //	         load_time u64, uid u32, attach_btf_obj_id u32,
 //	         attach_btf_id u32, map_ids u16 + that many u32
 //	map      id u32, type u32, key_size u32, value_size u32,
-//	         max_entries u32, flags u32, name str8, memlock u64
+//	         max_entries u32, flags u32, name str8, memlock u64,
+//	         entries i64 (-1: not counted)
 //	link     id u32, type u32, prog_id u32, attach_type u32,
 //	         has_attach u8, target str8
 //	holder   pid u32, kind u32, id u32, comm str8
@@ -60,6 +61,7 @@ func Encode(l *Listing) ([]byte, error) {
 		b = appendU32(b, m.ID, m.Type, m.KeySize, m.ValueSize, m.MaxEntries, m.Flags)
 		b = appendStr8(b, m.Name)
 		b = binary.LittleEndian.AppendUint64(b, m.Memlock)
+		b = binary.LittleEndian.AppendUint64(b, uint64(m.Entries))
 	}
 	for _, k := range l.Links {
 		b = appendU32(b, k.ID, k.Type, k.ProgID, k.AttachType)
@@ -155,6 +157,7 @@ func Decode(b []byte) (*Listing, error) {
 		m.ID, m.Type, m.KeySize, m.ValueSize, m.MaxEntries, m.Flags = r.u32(), r.u32(), r.u32(), r.u32(), r.u32(), r.u32()
 		m.Name = r.str8()
 		m.Memlock = r.u64()
+		m.Entries = int64(r.u64())
 	}
 	l.Links = make([]Link, n[2])
 	for i := range l.Links {
@@ -217,6 +220,9 @@ func check(l *Listing) error {
 	for _, m := range l.Maps {
 		if !objName(m.Name) {
 			return fmt.Errorf("listing: map %d: bad name", m.ID)
+		}
+		if m.Entries < -1 {
+			return fmt.Errorf("listing: map %d: %d entries", m.ID, m.Entries)
 		}
 	}
 	for _, k := range l.Links {

@@ -79,8 +79,9 @@ func checkSpinInfo(t *testing.T, info map[string]string, s *bpfSpin) {
 //     window's scaling) plus 5%; the run time per run within 20% of
 //     bpftool's over the same span; the serving process holds CAP_BPF
 //     alone (the listing goes through the privileged helper); the map of
-//     known size shows bpftool's memlock exactly; and the landing page
-//     lists the program among the top five by CPU.
+//     known size shows bpftool's memlock exactly and the 100 entries put
+//     in it; and the landing page lists the program among the top five by
+//     CPU.
 func TestBPFStatsForeignProgram(t *testing.T) {
 	probeNeedTool(t, "the kernel's own view of a BPF program", "bpftool")
 	t.Run("continuous", func(t *testing.T) {
@@ -145,6 +146,9 @@ func TestBPFStatsForeignProgram(t *testing.T) {
 		}
 		if got := ms.Value("kernel_bpf_map_max_entries", L("id", mid["id"], "name", "ke_spin_big", "type", "hash", "owner", "bpfspin")); got != 4096 || bm.MaxEntries != 4096 {
 			t.Errorf("kernel_bpf_map_max_entries = %v (bpftool %d), want 4096 with name, type and owner", got, bm.MaxEntries)
+		}
+		if got := ms.Value("kernel_bpf_map_entries", mid); got != 100 || ms.Series("kernel_bpf_map_entries", mid) != 1 {
+			t.Errorf("kernel_bpf_map_entries{id=%d} = %v, want the 100 entries bpfspin put in it (the kernel's count, 6.6+)", s.mp, got)
 		}
 		if ms.Series("kernel_bpf_map_info", L("id", mid["id"], "programs", id["id"])) != 1 {
 			t.Errorf("kernel_bpf_map_info of map %d does not list program %d as its user", s.mp, s.prog)

@@ -2,7 +2,8 @@
 // for the host BPF collector's integration tests (bpfstats_test.go): the
 // exporter must find them by listing the host, not through its configs.
 //
-//	bpfspin spin <tgid> <spin_ns>     load spin.bpf.c for process tgid, attach it,
+//	bpfspin spin <tgid> <spin_ns>     load spin.bpf.c for process tgid, put 100
+//	                                  entries in its map, attach it,
 //	                                  print "prog=<id> map=<id>", then answer
 //	                                  "count" lines with "calls=<n> spun=<n>"
 //	                                  until end of input
@@ -79,6 +80,13 @@ func spin(tgid uint32, ns uint64) error {
 		return err
 	}
 	defer coll.Close()
+	// 100 entries in the map, for the entries the kernel counts.
+	var big [64]byte
+	for k := uint64(0); k < 100; k++ {
+		if err := coll.Maps["ke_spin_big"].Put(k, big); err != nil {
+			return err
+		}
+	}
 	prog := coll.Programs["bpfstats_spin"]
 	l, err := link.Tracepoint("syscalls", "sys_enter_ioprio_get", prog, nil)
 	if err != nil {
