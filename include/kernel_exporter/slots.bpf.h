@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * kernel_exporter helpers for histograms whose map value holds every slot
  * of a label set (slots_in_value in the YAML, docs/configuration.md): a
