@@ -1,4 +1,7 @@
-# kernel_exporter Makefile.
+# SPDX-License-Identifier: Apache-2.0
+# kernel_exporter Makefile. Plain make builds ./kernel_exporter (make build).
+
+.DEFAULT_GOAL := build
 
 # ---------------------------------------------------------------------------
 # BPF programs
@@ -13,8 +16,17 @@
 # order otherwise follows the length of the checkout path), then strips DWARF
 # (.BTF and .BTF.ext, which CO-RE needs, are kept).
 #
-#   make bpf        rebuild the objects in place
-#   make bpf-check  fail if a committed object is stale or missing
+# Whether an object is stale is judged by the content of its inputs, never by
+# file times: programs/bpf.sum records, for every object, the sha256 of its
+# inputs (source, headers, tools/bpf-build.sh, BPF_ARCH) and of its bytes
+# (tools/bpf-sum.sh). In a fresh clone every committed object is up to date,
+# and make bpf needs no clang.
+#
+#   make bpf        rebuild the objects whose inputs changed, in place, and
+#                   rewrite programs/bpf.sum
+#   make bpf-check  rebuild every object into a scratch directory and fail if
+#                   a committed one differs, is missing, or programs/bpf.sum
+#                   does not match the tree
 #   make bpf-deps   install the toolchain (Debian/Ubuntu, used by CI)
 # ---------------------------------------------------------------------------
 
@@ -24,21 +36,22 @@ BPF_ARCH   ?= x86
 export CLANG LLVM_STRIP BPF_ARCH
 
 BPF_DIR     := programs
-BPF_INCLUDE := include
 BPF_BUILD   := tools/bpf-build.sh
+BPF_SUM     := tools/bpf-sum.sh
 
-BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c))
-BPF_OBJS    := $(BPF_SRCS:.bpf.c=.bpf.o)
-BPF_HEADERS := $(sort $(wildcard $(BPF_INCLUDE)/*.h $(BPF_INCLUDE)/*/*.h))
+BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c profile/bpf/*.bpf.c bpfstats/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c integration/testdata/bpfspin/*.bpf.c))
 
-.PHONY: bpf bpf-check bpf-deps
-
-bpf: $(BPF_OBJS)
+.PHONY: bpf bpf-check bpf-sum-check bpf-deps
 
 # Programs, and the test objects embedded in the integration tests (see
 # make test-kernels).
-%.bpf.o: %.bpf.c $(BPF_HEADERS) $(BPF_BUILD)
-	$(BPF_BUILD) . $<
+bpf:
+	@$(BPF_SUM) update $(BPF_SRCS)
+
+# Fail unless programs/bpf.sum lists exactly the objects of BPF_SRCS with
+# their current hashes (no clang needed; the fresh-clone test runs it).
+bpf-sum-check:
+	@$(BPF_SUM) check $(BPF_SRCS)
 
 # Rebuild every object into a scratch directory and compare it with the one
 # in the tree. Also catches a source without an object and the reverse.
@@ -64,6 +77,7 @@ bpf-check:
 			fail=1; \
 		fi; \
 	done; \
+	$(BPF_SUM) check $(BPF_SRCS) || fail=1; \
 	if [ "$$fail" -ne 0 ]; then exit 1; fi; \
 	echo "bpf-check: $(words $(BPF_SRCS)) object(s) up to date"
 
@@ -114,8 +128,12 @@ LDFLAGS   := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=make \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 RUN_ARGS  ?=
-TEST_DEBS := clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids
-# QEMU without its recommended packages (GUI libraries): the matrix runs headless.
+# Nothing is installed with its Recommends (tools/install-debs.sh): what the
+# tests need is named, ca-certificates (Go modules over HTTPS) and kmod
+# (modprobe, for kernels that load veth and friends as modules) included.
+TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids libbpf-tools bpftool
+# QEMU for the kernel matrix (headless: no GUI libraries, as nothing is
+# installed with its Recommends).
 QEMU_DEBS := qemu-system-x86
 
 .PHONY: build run test test-deps check vet fmt-check fuzz
@@ -130,22 +148,14 @@ run: build
 # Debian packages, then the kube-apiserver the Kubernetes tests run and the
 # OpenTelemetry Collector the OTLP tests send to (built once from the Go
 # module proxy, cached in .cache/kube-apiserver and .cache/otelcol).
+# tools/install-debs.sh installs without Recommends and leaves no service
+# running or enabled (etcd, prometheus, podman.socket...): the tests start
+# their own.
 test-deps:
-	@missing=""; for p in $(TEST_DEBS); do \
+	@missing=""; for p in $(TEST_DEBS) $(QEMU_DEBS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
-	qmissing=""; for p in $(QEMU_DEBS); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || qmissing="$$qmissing $$p"; \
-	done; \
-	if [ -n "$$missing$$qmissing" ]; then apt-get update -qq; fi; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi; \
-	if [ -n "$$qmissing" ]; then \
-		echo "installing:$$qmissing"; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$qmissing; \
-	fi
+	if [ -n "$$missing" ]; then apt-get update -qq && tools/install-debs.sh $$missing; fi
 	$(MAKE) --no-print-directory kube-apiserver
 	$(MAKE) --no-print-directory otelcol
 
@@ -208,6 +218,14 @@ test-kernels: test-deps
 #                        event, and every bundled program's BPF CPU seconds
 #                        per second under the integration tests' loads (the
 #                        figures behind --bpf.cpu-budget's default)
+#   make bench-profile   what a whole-host CPU profile costs at 19 and 99 Hz:
+#                        BPF ns per sample, BPF and exporter CPU, added RSS,
+#                        share of user frames resolved (package profile)
+#   make bench-bcc       BPF ns per event of runqlat, softirq, syscalls and
+#                        biolatency against Debian's libbpf-tools (runqlat,
+#                        softirqs -d, syscount, biolatency -D) on the same
+#                        events, in both attach orders, BCC_RUNS times,
+#                        with a minimal program per hook as the floor
 #   make bench-memory    peak resident memory (VmHWM), Go heap peak and first
 #                        against later scrape time of the built binary with a
 #                        100k and a 1M-key map, every scrape checked for every
@@ -218,19 +236,20 @@ test-kernels: test-deps
 #                        (no scrapes) for IDLE_SECONDS
 #
 # BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
-# OVERHEAD_SECONDS (default 10) is how long the workload runs; MEMORY_KEYS
-# (default 100000,1000000) the map sizes of bench-memory, MEMORY_COUNT
-# (default 1) its runs.
+# OVERHEAD_SECONDS (default 10) is how long the workload runs (also per
+# attach order in bench-bcc); MEMORY_KEYS (default 100000,1000000) the map
+# sizes of bench-memory, MEMORY_COUNT (default 1) its runs.
 # ---------------------------------------------------------------------------
 
 BENCH_TIME       ?= 5x
 OVERHEAD_SECONDS ?= 10
+BCC_RUNS         ?= 3
 MEMORY_KEYS      ?= 100000,1000000
 MEMORY_COUNT     ?= 1
 IDLE_SECONDS     ?= 300
 REF_EXPORTER     ?=
 
-.PHONY: bench bench-overhead bench-budget bench-memory bench-idle
+.PHONY: bench bench-overhead bench-budget bench-profile bench-bcc bench-memory bench-idle
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
@@ -238,6 +257,12 @@ bench:
 
 bench-overhead:
 	KE_OVERHEAD_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench ProgramOverhead -benchtime 1x -timeout 30m ./exporter/
+
+bench-profile:
+	KE_PROFILE_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench ProfileCost -benchtime 1x -timeout 30m ./profile/
+
+bench-bcc:
+	KE_BCC_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench BCCSideBySide -benchtime 1x -count $(BCC_RUNS) -timeout 60m ./integration/
 
 bench-budget:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench SamplingCost -benchtime 1x -timeout 10m ./budget/
@@ -260,9 +285,11 @@ bench-idle: build
 #   make install    (root) the static binary to $(DESTDIR)$(PREFIX)/bin, the
 #                   systemd unit (ExecStart under $(PREFIX)) to
 #                   $(SYSTEMD_UNIT_DIR), the sysusers file to
-#                   $(SYSUSERS_DIR)/kernel_exporter.conf, and an empty
+#                   $(SYSUSERS_DIR)/kernel_exporter.conf, an empty
 #                   $(CONFIG_DIR)/ for user programs (existing files are
-#                   kept). Starts nothing.
+#                   kept), and the headers programs are built with in
+#                   $(PREFIX)/share/kernel_exporter/include (where
+#                   kernel_exporter new finds them). Starts nothing.
 #   make uninstall  removes them ($(CONFIG_DIR) only when empty).
 #   make release    into $(DIST)/: for each of $(RELEASE_ARCHES), a tarball
 #                   kernel_exporter-<version>.linux-<arch>.tar.gz and a .deb
@@ -295,11 +322,16 @@ install: build
 	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service
 	install -D -m 0644 deploy/kernel_exporter.sysusers $(DESTDIR)$(SYSUSERS_DIR)/kernel_exporter.conf
 	[ -d $(DESTDIR)$(CONFIG_DIR) ] || install -d -m 0755 $(DESTDIR)$(CONFIG_DIR)
+	for h in $$(cd include && find . -name '*.h'); do \
+		install -D -m 0644 include/$$h $(DESTDIR)$(PREFIX)/share/kernel_exporter/include/$$h; \
+	done
 	@echo "installed; to run it: systemd-sysusers && systemctl daemon-reload && systemctl enable --now kernel_exporter"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/$(BINARY) $(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service \
 		$(DESTDIR)$(SYSUSERS_DIR)/kernel_exporter.conf
+	rm -rf $(DESTDIR)$(PREFIX)/share/kernel_exporter/include
+	-rmdir $(DESTDIR)$(PREFIX)/share/kernel_exporter 2>/dev/null
 	@if [ -d $(DESTDIR)$(CONFIG_DIR) ]; then \
 		rmdir $(DESTDIR)$(CONFIG_DIR) 2>/dev/null || echo "kept $(DESTDIR)$(CONFIG_DIR): not empty"; \
 	fi

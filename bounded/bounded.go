@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bounded opens and reads files that come from outside the exporter
 // (configs, BPF objects, uprobe and USDT targets, kallsyms, procfs and sysfs
 // files) without letting them hang or exhaust it.
@@ -20,6 +22,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,6 +124,53 @@ func OpenLimit(path, what string, limit int64) (*os.File, int64, error) {
 		return nil, 0, &Error{Path: path, What: what, Limit: limit, Err: ErrTooLarge}
 	}
 	return f, fi.Size(), nil
+}
+
+// OpenInRoot is OpenLimit for path as seen from the directory root, as if
+// root were "/": absolute paths, "..", and symbolic links all resolve
+// inside root (openat2 with RESOLVE_IN_ROOT and RESOLVE_NO_MAGICLINKS,
+// Linux 5.6+), so that a path read from another mount namespace
+// (/proc/<pid>/root of a container) cannot make the caller open a file of
+// its own namespace. On kernels without openat2 it fails with the system
+// error (ENOSYS): callers then have nothing safe to fall back to.
+func OpenInRoot(root, path, what string, limit int64) (*os.File, int64, error) {
+	full := strings.TrimSuffix(root, "/") + "/" + strings.TrimPrefix(path, "/")
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, &Error{Path: full, What: what, Err: &fs.PathError{Op: "open", Path: root, Err: err}}
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat2(dir, path, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, 0, &Error{Path: full, What: what, Err: &fs.PathError{Op: "open", Path: full, Err: err}}
+	}
+	return checkOpened(fd, full, what, limit)
+}
+
+// checkOpened takes an fd opened with O_NONBLOCK and returns it as a file
+// if it is a regular file of at most limit bytes, with its size.
+func checkOpened(fd int, path, what string, limit int64) (*os.File, int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, 0, &Error{Path: path, What: what, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, 0, &Error{Path: path, What: what, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode))}
+	}
+	if st.Size > limit {
+		unix.Close(fd)
+		return nil, 0, &Error{Path: path, What: what, Limit: limit, Err: ErrTooLarge}
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, 0, &Error{Path: path, What: what, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), st.Size, nil
 }
 
 // CheckEnvFiles checks the files named by the environment variables vars

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package budget_test
 
 // Benchmarks of the CPU budget (root; they load BPF programs):

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package budget bounds what a config's BPF programs may cost the host: the
 // CPU time its programs run in the kernel and the kernel memory its maps
 // hold. A config that goes over a budget is stopped (refused before its

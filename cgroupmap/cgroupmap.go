@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgroupmap fills a config's cgroup_id_map: a BPF hash map whose
 // keys are the ids of the cgroups (v2) whose path matches the config's
 // regexps, so that a BPF program can count only those cgroups (an allow

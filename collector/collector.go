@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package collector
 
 import (
@@ -39,6 +41,7 @@ type Config struct {
 	maps       []*mapHealth
 	mapsByID   map[uint32]*mapHealth // maps by kernel id, for updateErrs
 	updateErrs *mapReader
+	drops      *drops // ke_dropped (drops.go); nil when the object has none
 	counted    []int  // entries each metric read in the last read, -1: failed
 	fdinfo     []byte // buffer for the maps' fdinfo, used by reads only
 }
@@ -160,6 +163,10 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		c.Close()
 		return nil, err
 	}
+	if c.drops, err = newDrops(coll); err != nil {
+		c.Close()
+		return nil, err
+	}
 	c.counted = make([]int, len(c.metrics))
 	c.mapsByID = make(map[uint32]*mapHealth, len(c.maps))
 	for _, h := range c.maps {
@@ -269,6 +276,9 @@ func (c *Config) read() *Snapshot {
 		}
 	}
 	c.readMapHealth(c.counted, now)
+	if c.drops != nil {
+		c.drops.read(c.name)
+	}
 	c.lastDuration.Store(int64(time.Since(start)))
 	c.lastEntries.Store(int64(entries))
 	c.lastSeries.Store(int64(series))

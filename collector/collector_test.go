@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package collector
 
 import (
@@ -350,7 +352,7 @@ func TestCompileErrors(t *testing.T) {
 		{"missing map", strings.Replace(counterYAML, "ops_total", "nope_total", 1), `test.yaml:3: metrics.counters[0].name: map "nope_total" not found in  (maps: ops_total, wide)`},
 		{"value size", strings.Replace(counterYAML, "ops_total", "wide", 1), `test.yaml:3: metrics.counters[0].name: map "wide" has 12-byte values, want an integer of 1, 2, 4 or 8 bytes (or a struct, with values:)`},
 		{"unknown decoder", strings.Replace(counterYAML, "name: static_map", "name: nope", 1),
-			`test.yaml:10: metrics.counters[0].labels[0].decoders[1].name: unknown decoder "nope" (known: cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, static_map, string, syscall, uint)`},
+			`test.yaml:10: metrics.counters[0].labels[0].decoders[1].name: unknown decoder "nope" (known: cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, signal, static_map, string, syscall, uint)`},
 		{"bad regexp", strings.Replace(counterYAML, "            - name: uint\n", "            - name: regexp\n              regexps: ['a(']\n", 2),
 			"test.yaml:10: metrics.counters[0].labels[0].decoders[0].regexps[0]: pattern (a string of 2 bytes) does not compile: missing closing )"},
 	} {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package collector
 
 // keyIndex maps the label bytes of a map key to its index in

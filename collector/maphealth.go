@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package collector
 
 // Map health: how full each map of a config is, what kernel memory it

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package collector
 
 import (
@@ -7,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -282,6 +285,12 @@ func (c *Config) newPerfMetric(mp *MetricPlan, m *ebpf.Map, lim Limits) (*metric
 	}
 	rs := newReadState(mp, cache, c.name)
 	t, err := newPerfTable(m, c.name, mp.Name, mp.KeySize, keys, mp.Flush)
+	// cilium/ebpf's reader formats the errno with %v: match its text too.
+	if err != nil && (errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), "operation not permitted")) {
+		// A reload after the capability drop: the privileged helper
+		// loads the object, but the ring buffers are read here.
+		return nil, fmt.Errorf("perf event array %s: open its ring buffers: %w (perf_event_open of a per-CPU buffer needs CAP_PERFMON, which the exporter drops after start-up: reloading this config needs --capabilities.keep=perfmon)", mp.MapName, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("perf event array %s: open its ring buffers: %w", mp.MapName, err)
 	}

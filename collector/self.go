@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package collector
 
 import (
@@ -52,6 +54,9 @@ func (c *Config) collectSelf(ch chan<- prometheus.Metric) {
 		}
 	}
 	c.collectMapHealth(ch) // maphealth.go
+	if c.drops != nil {
+		c.drops.collect(ch, c.name) // drops.go
+	}
 }
 
 // LastRead returns what the last completed read of the config's maps

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package collector
 
 import (
@@ -28,6 +30,11 @@ type State struct {
 	// OverBudget is the resource ("cpu", "memory") whose budget took the
 	// config down, "" when none did.
 	OverBudget string
+	// Spans says where the config's spans go (spans.Destination), "" for
+	// a config without a tracing section; SpansSent is false when
+	// nothing chose a destination for them.
+	Spans     string
+	SpansSent bool
 }
 
 // ProgramState is one BPF program of a config.
@@ -120,7 +127,7 @@ func (s *Status) States() []State {
 // Describe sends the status descriptors.
 func (s *Status) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{upDesc, loadingDesc, errorInfoDesc, attachedDesc, runTimeDesc, runCountDesc,
-		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc, seriesExpiredDesc, perfDroppedDesc} {
+		scrapeDurationDesc, entriesReadDesc, decoderErrorsDesc, seriesOverflowDesc, seriesExpiredDesc, perfDroppedDesc, bpfDroppedDesc} {
 		ch <- d
 	}
 	for _, d := range mapHealthDescs {

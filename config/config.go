@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config defines the YAML schema of a kernel_exporter program and
 // validates it.
 //
@@ -46,6 +48,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
+	"github.com/kernel-exporter/kernel_exporter/internal/suggest"
 )
 
 // DefaultNamespace prefixes every metric name unless a config sets its own.
@@ -120,10 +124,16 @@ type Counter struct {
 	// often, as ebpf_exporter does.
 	PerfEventArray bool   `yaml:"perf_event_array"`
 	FlushInterval  string `yaml:"flush_interval"`
+	// SkipZero leaves out map entries whose value is 0: a series only
+	// such entries make is not exported. For array maps, whose entries
+	// all exist, it exports the series a hash map of the same counts
+	// would have.
+	SkipZero bool `yaml:"skip_zero"`
 }
 
-// Histogram turns a map of key → u64 count, whose key ends in a bucket slot,
-// into a Prometheus histogram per label set.
+// Histogram turns a map of key → u64 count, whose key ends in a bucket slot
+// (or, with SlotsInValue, of key → one u64 count per slot), into a
+// Prometheus histogram per label set.
 type Histogram struct {
 	Name   string  `yaml:"name"`
 	Help   string  `yaml:"help"`
@@ -151,6 +161,12 @@ type Histogram struct {
 	TTL TTL `yaml:"ttl"`
 	// PerCPU: see values.go.
 	PerCPU PerCPU `yaml:"per_cpu"`
+	// SlotsInValue says that the map's value is an array of u64 counts,
+	// one per slot (slot i at bytes [8i, 8i+8), the sum at sum_bucket
+	// as in a key), and that the key holds only the labels, no bucket:
+	// one map lookup per observation then updates both the bucket and
+	// the sum. At most MaxValueSlots slots.
+	SlotsInValue bool `yaml:"slots_in_value"`
 }
 
 // Label is one field of a map key.
@@ -226,7 +242,7 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Msg)
-	return strings.ToValidUTF8(b.String(), "\uFFFD")
+	return printable.String(b.String())
 }
 
 // Unwrap returns the cause of a read error (see Err).
@@ -246,21 +262,28 @@ func (c *Config) Errorf(path, format string, args ...any) error {
 // values; for a file that could not be read, errors.Is matches
 // os.ErrNotExist, bounded.ErrNotRegular or bounded.ErrTooLarge.
 func Load(dir, name string) (*Config, error) {
+	c, _, err := LoadData(dir, name)
+	return c, err
+}
+
+// LoadData is Load that also returns the bytes of the YAML it parsed (nil
+// when it could not read them), for a digest of exactly what was parsed.
+func LoadData(dir, name string) (*Config, []byte, error) {
 	if err := CheckName(name); err != nil {
-		return nil, &Error{File: dir, Msg: err.Error()}
+		return nil, nil, &Error{File: dir, Msg: err.Error()}
 	}
 	file := filepath.Join(dir, name+".yaml")
 	data, err := bounded.ReadFile(file, "config", MaxFileSize)
 	if err != nil {
-		return nil, &Error{File: file, Msg: readReason(err), Err: err}
+		return nil, nil, &Error{File: file, Msg: readReason(err), Err: err}
 	}
 	c, err := Parse(file, data)
 	if err != nil {
-		return nil, err
+		return nil, data, err
 	}
 	c.Name = name
 	c.Object = filepath.Join(dir, name+".bpf.o")
-	return c, nil
+	return c, data, nil
 }
 
 // readReason is the reason of a read error, without the path (which
@@ -524,32 +547,11 @@ var topKeys = []string{"alternatives", "attach_to", "cgroup_id_map", "kaddrs", "
 // of the schema, never a secret.
 func unknownTopKey(k string) string {
 	for _, known := range topKeys {
-		if len(k) <= MaxToken && editDistance(k, known) <= 2 {
+		if len(k) <= MaxToken && suggest.Distance(k, known) <= 2 {
 			return fmt.Sprintf("unknown key %s at the top level (did you mean %q?)", Quote(k), known)
 		}
 	}
 	return fmt.Sprintf("unknown key of %d bytes at the top level: not a config? (known keys: %s)", len(k), strings.Join(topKeys, ", "))
-}
-
-// editDistance is the Levenshtein distance of two short strings, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func typeNoun(goType string) string {

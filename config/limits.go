@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package config
 
 import (
@@ -8,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // Limits of a config. Every number and list read from YAML is checked
@@ -49,6 +52,10 @@ const (
 	// bucket_min + 1 for exp2, exp2zero and linear, the number of
 	// bucket_keys for fixed.
 	MaxBuckets = 4096
+	// MaxValueSlots bounds the slots of a histogram with slots_in_value
+	// (its map's value is that many u64 counts): the 32 KiB a per-CPU
+	// map's value may take (PCPU_MIN_UNIT_SIZE).
+	MaxValueSlots = 4096
 	// MaxSlot bounds every slot number: bucket_min, bucket_max, sum_bucket
 	// and bucket_keys. It is 2^53, the largest integer that a float64 (the
 	// type of bucket_keys and of bucket bounds) holds exactly.
@@ -159,7 +166,7 @@ func Quote(s string) string {
 // Sanitize rewrites an error message that may quote values from a config
 // file (as decoder errors do: `bad pattern "a("`): every quoted part, in
 // "double quotes", `back quotes` or 'single quotes', becomes Quote of its
-// content, and the result is valid UTF-8. Text outside quotes is kept, so
+// content, and the result is safe to show (printable.String). Text outside quotes is kept, so
 // Sanitize is meant for messages whose own words are fixed.
 func Sanitize(msg string) string {
 	var b strings.Builder
@@ -188,7 +195,7 @@ func Sanitize(msg string) string {
 		b.WriteByte(c)
 		i++
 	}
-	return strings.ToValidUTF8(b.String(), "\uFFFD")
+	return printable.String(b.String())
 }
 
 // configNameRe is what a config name may hold.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decoder turns the raw bytes of a BPF map key field into a
 // Prometheus label value.
 //
@@ -25,6 +27,7 @@
 //	kstack      stack id (4/8 bytes) or inline u64 frames → "outer;…;inner"
 //	syscall     4/8-byte syscall number → name (x86_64, arm64)
 //	errno       1/2/4/8-byte errno, sign ignored → "ENOENT"
+//	signal      1/2/4/8-byte signal number → "SIGKILL", "SIGRTMIN+2"
 //	inet_ip     4/16-byte address in network byte order → text
 //	majorminor  4/8-byte kernel or userspace dev_t → block device name
 //	ifname      4/8-byte ifindex → interface name

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package decoder
 
 import (
@@ -77,7 +79,7 @@ func TestNewEnv(t *testing.T) {
 }
 
 func TestKnownNames(t *testing.T) {
-	const want = "cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, static_map, string, syscall, uint"
+	const want = "cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, signal, static_map, string, syscall, uint"
 	if got := knownNames(); got != want {
 		t.Fatalf("knownNames() = %q, want %q", got, want)
 	}
@@ -85,7 +87,7 @@ func TestKnownNames(t *testing.T) {
 
 func TestUnknownDecoder(t *testing.T) {
 	_, err := NewEnv(16).New(config.Decoder{Name: "nope"}, 4, nil)
-	const want = `unknown decoder "nope" (known: cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, static_map, string, syscall, uint)`
+	const want = `unknown decoder "nope" (known: cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, signal, static_map, string, syscall, uint)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("New(nope) error = %v, want %q", err, want)
 	}
@@ -160,7 +162,7 @@ func TestNewChainErrors(t *testing.T) {
 		{
 			confs: []config.Decoder{{Name: "uint"}, {Name: "nope"}},
 			size:  4, index: 1, name: "nope",
-			err: `unknown decoder "nope" (known: cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, static_map, string, syscall, uint)`,
+			err: `unknown decoder "nope" (known: cgroup, dname, errno, hex, ifname, inet_ip, kstack, ksym, kube_container, kube_namespace, kube_pod, majorminor, pci_class, pci_device, pci_subclass, pci_vendor, regexp, signal, static_map, string, syscall, uint)`,
 		},
 	}
 	for _, c := range cases {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build ignore
 
 // gen_syscalls writes zsyscalls.go, the syscall number → name tables of the

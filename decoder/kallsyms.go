@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package decoder
 
 import (
@@ -74,6 +76,12 @@ func parseKallsyms(data []byte) (*kallsyms, error) { return parseKallsymsAs(data
 // when ref is set (see kallsyms.ref): a module symbol's name is then the
 // rest of its line, tab and module included.
 func parseKallsymsAs(data []byte, ref bool) (*kallsyms, error) {
+	return parseKallsymsSkip(data, ref, nil)
+}
+
+// parseKallsymsSkip is parseKallsymsAs, leaving out the symbols whose name
+// skip returns true for (nil: none).
+func parseKallsymsSkip(data []byte, ref bool, skip func(name []byte) bool) (*kallsyms, error) {
 	if len(data) > bounded.MaxKallsyms {
 		return nil, fmt.Errorf("%d bytes, more than the %s limit", len(data), bounded.Size(bounded.MaxKallsyms))
 	}
@@ -83,7 +91,7 @@ func parseKallsymsAs(data []byte, ref bool) (*kallsyms, error) {
 		len   uint16 // of the name
 		rank  uint16 // lower is better
 	}
-	var syms []sym
+	syms := make([]sym, 0, min(bytes.Count(data, []byte{'\n'})+1, maxSymbols))
 	zeros := 0
 	for off := 0; off < len(data); {
 		line := data[off:]
@@ -110,7 +118,7 @@ func parseKallsymsAs(data []byte, ref bool) (*kallsyms, error) {
 		if i := bytes.IndexByte(name, '\t'); i >= 0 && !ref {
 			name = name[:i]
 		}
-		if len(name) == 0 || len(name) > maxSymbolName {
+		if len(name) == 0 || len(name) > maxSymbolName || (skip != nil && skip(name)) {
 			continue
 		}
 		var rank uint16

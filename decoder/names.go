@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package decoder
 
 // Name methods: each decoder reports its registered name (see Named), which
@@ -15,6 +17,7 @@ func (*majorMinor) Name() string     { return "majorminor" }
 func (*regexpFilter) Name() string   { return "regexp" }
 func (*staticMap) Name() string      { return "static_map" }
 func (stringDecoder) Name() string   { return "string" }
+func (*signalDecoder) Name() string  { return "signal" }
 func (*syscallDecoder) Name() string { return "syscall" }
 func (*uintDecoder) Name() string    { return "uint" }
 

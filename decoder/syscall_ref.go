@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package decoder
 
 // What cloudflare/ebpf_exporter's syscall decoder prints, where it differs

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy holds the files an operator deploys next to
 // kernel_exporter, embedded so that tests can read them:
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dump is the one-shot mode of kernel_exporter (the dump command):
 // load the configs, let their programs count for a while, print every
 // metric once to standard output, detach everything and exit. It is meant

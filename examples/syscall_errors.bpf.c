@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool away from this BPF C file;
@@ -31,7 +31,7 @@
 
 #define MAX_ERRNO	4095	/* include/linux/err.h */
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct syscall_error {
 	__u32 nr;

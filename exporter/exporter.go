@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exporter wires configs, the loader and collectors together: for
 // each requested config it parses the YAML, compiles it against the object's
 // maps, loads and attaches the object, and registers a collector. One config
@@ -12,10 +14,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
@@ -64,6 +68,10 @@ type Options struct {
 	// process has dropped CAP_PERFMON (privsep.Client); nil: Reattach
 	// opens them itself, as at load.
 	Tracepoints loader.TracepointOpener
+	// Loader loads the changed configs of a reload, for a process that
+	// has dropped the capabilities loading needs (privsep.Client); nil:
+	// reloads load in this process, as start-up does.
+	Loader ObjectLoader
 	// Kube configures the pod watch of the kube_* decoders, started when
 	// a config first uses one of them (one watch for every config); nil:
 	// pods are labelled by UID.
@@ -77,6 +85,15 @@ type Options struct {
 	// (--config.default-namespace; "ebpf_exporter" with
 	// --compat.ebpf-exporter); empty: config.DefaultNamespace.
 	DefaultNamespace string
+}
+
+// ObjectLoader loads and attaches a config's object in another process
+// and hands over what it loaded (loader.Adopt). name is the config's,
+// digest what LoadObject must find (SourceDigest of the bytes spec and cfg
+// were parsed from), and spec and cfg this process's own parse, which the
+// object is adopted into. privsep.Client implements it.
+type ObjectLoader interface {
+	LoadObject(name, digest string, spec *ebpf.CollectionSpec, cfg *config.Config) (*loader.Object, error)
 }
 
 // DefaultLoadTimeout is the default of Options.LoadTimeout
@@ -125,6 +142,16 @@ type Exporter struct {
 	reload  *reloadState
 	// registered holds the names configs' descriptors took in Registry.
 	registered map[string]bool
+	// named[i] is closed once the metric names of source i are known (or
+	// will not be): a config claims a name only after every config
+	// listed before it has said which names it wants (see order).
+	named     []chan struct{}
+	namedOnce []sync.Once
+	// names holds each config's metric names: its running version's, or
+	// those it asked for at start-up. conflicts holds, for a config down
+	// because an earlier one defines the same metric, that config.
+	names     map[string][]string
+	conflicts map[string]string
 }
 
 // New prepares an exporter for every source, each in the loading state,
@@ -150,6 +177,8 @@ func New(opts Options) *Exporter {
 		digests:    map[string]string{},
 		registered: map[string]bool{},
 		reload:     newReloadState(),
+		names:      map[string][]string{},
+		conflicts:  map[string]string{},
 	}
 	e.Memory = budget.NewLedger(opts.MemoryBudget, e.Exceeded)
 	e.Spans = spans.NewSink(log)
@@ -161,7 +190,9 @@ func New(opts Options) *Exporter {
 		}
 		e.states = append(e.states, st)
 		e.Status.Add(st)
+		e.named = append(e.named, make(chan struct{}))
 	}
+	e.namedOnce = make([]sync.Once, len(opts.Sources))
 	return e
 }
 
@@ -183,7 +214,7 @@ func (e *Exporter) Start(ctx context.Context) {
 		ended.Add(1)
 		finished.Go(func() {
 			defer close(done)
-			e.run(st, src, env)
+			e.run(ctx, i, st, src, env)
 		})
 		go func() {
 			defer ended.Done()
@@ -194,6 +225,7 @@ func (e *Exporter) Start(ctx context.Context) {
 			case <-ctx.Done():
 			case <-t.C:
 				e.timeout(st)
+				e.nameKnown(i) // later configs no longer wait for it
 			}
 		}()
 	}
@@ -262,13 +294,27 @@ func (e *Exporter) timeout(st *collector.State) {
 	}
 }
 
-// run loads one source and publishes the result, unless the load timed
+// run loads source i and publishes the result, unless the load timed
 // out or the exporter closed meanwhile, in which case what it loaded is
-// closed.
-func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
+// closed. Its metric names are claimed in source order (see order).
+func (e *Exporter) run(ctx context.Context, i int, st *collector.State, src Source, env *decoder.Env) {
 	res := collector.State{Name: st.Name, Source: st.Source}
 	dg := digest(src) // before reading: a change during the load shows at the next Reload
-	obj, c, names, sr, err := e.load(&res, src, env)
+	p, err := e.prepare(src, env, false)
+	if err == nil {
+		err = e.order(ctx, i, p.names)
+	}
+	e.nameKnown(i)
+	var (
+		obj   *loader.Object
+		c     *collector.Config
+		sr    *spans.Reader
+		names []string
+	)
+	if err == nil {
+		names = p.names
+		obj, c, sr, err = e.loadPrepared(&res, src, p, false)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.digests[st.Name] = dg
@@ -311,6 +357,54 @@ func (e *Exporter) run(st *collector.State, src Source, env *decoder.Env) {
 	}
 }
 
+// nameKnown closes named[i] (once).
+func (e *Exporter) nameKnown(i int) {
+	e.namedOnce[i].Do(func() { close(e.named[i]) })
+}
+
+// order makes the config of source i wait until every config listed
+// before it has settled its metric names (its YAML parsed and compiled:
+// quick, before anything is loaded), then refuses it when one of those
+// defines a metric of names, and else records names as its own: the first
+// listed config serves a metric, whatever order the loads end in. The
+// error names the metric and the config that serves it. A config that is
+// down for that is retried at a reload of the other config (conflicts).
+func (e *Exporter) order(ctx context.Context, i int, names []string) error {
+	for j := range i {
+		select {
+		case <-e.named[j]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.conflict(i, names); err != nil {
+		return err
+	}
+	e.names[e.opts.Sources[i].Name] = names
+	return nil
+}
+
+// conflict returns an error when a config listed before source i defines
+// one of names (its running version's names, or those it settled at
+// start-up, even if its load then failed: which config serves a metric
+// never depends on the kernel's answer of the moment), recording the
+// conflict; nil clears the record. The caller holds e.mu.
+func (e *Exporter) conflict(i int, names []string) error {
+	name := e.opts.Sources[i].Name
+	delete(e.conflicts, name)
+	for _, src := range e.opts.Sources[:i] {
+		for _, n := range e.names[src.Name] {
+			if slices.Contains(names, n) {
+				e.conflicts[name] = src.Name
+				return fmt.Errorf("metric %s of config %s is also defined by config %s, which is listed first (--programs, then --config.names) and so serves it", n, name, src.Name)
+			}
+		}
+	}
+	return nil
+}
+
 // claim registers a loaded config's metrics: it fails, naming both configs
 // and the metric, when another config already serves one of the names, and
 // with the registry's error when a name clashes with the exporter's own
@@ -333,127 +427,209 @@ func (e *Exporter) claim(config string, names []string, c *collector.Config) err
 	return nil
 }
 
-// load runs one config: parse, compile against the object's maps, load and
-// attach, bind a collector. It fills st's programs and alternatives as far
-// as it gets, and returns the object, the collector, the names of the
-// metric families it serves and, for a config with a tracing section, the
-// reader of its ring buffers (already reading; the caller closes it).
-func (e *Exporter) load(st *collector.State, src Source, env *decoder.Env) (*loader.Object, *collector.Config, []string, *spans.Reader, error) {
+// prepared is one config read, parsed and compiled: everything before
+// the kernel.
+type prepared struct {
+	cfg      *config.Config
+	data     []byte // the object's bytes
+	digest   string // SourceDigest of what was read
+	spec     *ebpf.CollectionSpec
+	plan     *collector.Plan
+	spanPlan *spans.Plan
+	names    []string // the metric families it serves
+	lopts    loader.Options
+}
+
+// prepare reads, parses and compiles one config. remote skips the
+// requirements check, which the process that loads it makes (package
+// privsep: feature probes need the loading capabilities).
+func (e *Exporter) prepare(src Source, env *decoder.Env, remote bool) (*prepared, error) {
 	opts := e.opts
-	if err := testDelay(src.Name); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	cfg, data, err := read(src)
+	cfg, data, dg, err := read(src)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = opts.DefaultNamespace
 	}
-	lopts := loader.Options{BTFPath: opts.BTFPath, DisableAttach: opts.DisableAttach}
+	p := &prepared{cfg: cfg, data: data, digest: dg, lopts: loader.Options{BTFPath: opts.BTFPath, DisableAttach: opts.DisableAttach}}
 	for _, o := range opts.AttachTo[src.Name] {
 		if err := cfg.OverrideAttachTo(o); err != nil {
-			return nil, nil, nil, nil, err
+			return nil, err
 		}
 	}
-	if err := loader.CheckRequires(cfg, lopts); err != nil {
-		return nil, nil, nil, nil, err
+	if !remote {
+		if err := loader.CheckRequires(cfg, p.lopts); err != nil {
+			return nil, err
+		}
 	}
 	for _, k := range cfg.Ignored() {
 		e.log.Warn("config key ignored", "config", cfg.Name, "file", cfg.File, "key", k)
 	}
-	spec, err := loader.ParseObject(cfg.Object, data)
-	if err != nil {
-		return nil, nil, nil, nil, err
+	if p.spec, err = loader.ParseObject(cfg.Object, data); err != nil {
+		return nil, err
 	}
-	plan, err := collector.Compile(cfg, spec, env)
-	if err != nil {
-		return nil, nil, nil, nil, err
+	if p.plan, err = collector.Compile(cfg, p.spec, env); err != nil {
+		return nil, err
 	}
-	spanPlan, err := spans.Compile(cfg, spec, env)
-	if err != nil {
-		return nil, nil, nil, nil, err
+	if p.spanPlan, err = spans.Compile(cfg, p.spec, env); err != nil {
+		return nil, err
+	}
+	for _, m := range p.plan.Metrics {
+		p.names = append(p.names, m.Name)
+		if m.Histogram {
+			p.names = append(p.names, m.Name+"_bucket", m.Name+"_sum", m.Name+"_count")
+		}
+	}
+	return p, nil
+}
+
+// loadPrepared loads and attaches a prepared config and binds a collector: in
+// this process, or with remote through Options.Loader. It fills st's
+// programs and alternatives as far as it gets, and returns the object,
+// the collector and, for a config with a tracing section, the reader of
+// its ring buffers (already reading; the caller closes it).
+func (e *Exporter) loadPrepared(st *collector.State, src Source, p *prepared, remote bool) (*loader.Object, *collector.Config, *spans.Reader, error) {
+	opts := e.opts
+	if err := testDelay(src.Name); err != nil {
+		return nil, nil, nil, err
 	}
 	// The memory budget: refused here, the kernel allocates nothing. run
 	// releases the reservation when the load fails or its object closes.
-	need, err := budget.EstimateSpec(spec)
+	need, err := budget.EstimateSpec(p.spec)
 	if err == nil {
 		err = e.Memory.Reserve(st.Name, need)
 	}
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
-	obj, err := loader.Load(spec, cfg, lopts)
+	var obj *loader.Object
+	if remote {
+		obj, err = opts.Loader.LoadObject(src.Name, p.digest, p.spec, p.cfg)
+	} else {
+		obj, err = loader.Load(p.spec, p.cfg, p.lopts)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", p.cfg.Object, err)
+		}
+	}
 	if obj != nil {
-		for _, p := range obj.Programs {
-			st.Programs = append(st.Programs, collector.ProgramState{Name: p.Name, Section: p.Section, Attached: p.Attached(), Prog: p.Prog, Alternative: p.Alternative})
+		for _, pr := range obj.Programs {
+			st.Programs = append(st.Programs, collector.ProgramState{Name: pr.Name, Section: pr.Section, Attached: pr.Attached(), Prog: pr.Prog, Alternative: pr.Alternative})
 		}
 		st.Alternatives = alternativeStates(obj.Alternatives)
 	}
 	if err != nil {
 		// Load left nothing loaded: obj only reports the programs.
-		return nil, nil, nil, nil, fmt.Errorf("%s: %w", cfg.Object, err)
+		return nil, nil, nil, err
 	}
 	// Programs on uprobe//proc/self/exe:post_attach_mark run now, in this
 	// thread, and so fill their maps before the config's first read.
 	selfprobe.Mark()
-	c, err := collector.New(plan, obj.Collection, collector.Limits{CacheSize: opts.CacheSize, MaxSeries: opts.MaxSeries})
+	c, err := collector.New(p.plan, obj.Collection, collector.Limits{CacheSize: opts.CacheSize, MaxSeries: opts.MaxSeries})
 	if err != nil {
-		return obj, nil, nil, nil, err
+		return obj, nil, nil, err
 	}
 	// perf_event_array readers end with the object, whichever path closes it.
 	obj.OnClose(c.Close)
-	if err := e.startCgroupIDMap(cfg, obj); err != nil {
-		return obj, nil, nil, nil, err
-	}
-	var names []string
-	for _, m := range plan.Metrics {
-		names = append(names, m.Name)
-		if m.Histogram {
-			names = append(names, m.Name+"_bucket", m.Name+"_sum", m.Name+"_count")
-		}
+	if err := e.startCgroupIDMap(p.cfg, obj); err != nil {
+		return obj, nil, nil, err
 	}
 	var sr *spans.Reader
-	if spanPlan != nil {
-		if sr, err = e.Spans.Start(spanPlan, obj.Collection); err != nil {
-			return obj, nil, nil, nil, err
+	if p.spanPlan != nil {
+		st.Spans, st.SpansSent = spans.Destination()
+		if sr, err = e.Spans.Start(p.spanPlan, obj.Collection); err != nil {
+			return obj, nil, nil, err
 		}
 	}
-	return obj, c, names, sr, nil
+	return obj, c, sr, nil
 }
 
-// read returns the parsed config and the object bytes of a source.
-func read(src Source) (*config.Config, []byte, error) {
+// LoadSettings are what LoadObject needs besides its source: the
+// exporter's Options.BTFPath and DisableAttach, and the source's
+// Options.AttachTo overrides.
+type LoadSettings struct {
+	BTFPath       string
+	DisableAttach []string
+	AttachTo      []string
+}
+
+// LoadObject is the part of a config's load that needs the loading
+// capabilities, for the privileged helper (package privsep) to run for a
+// reload: it reads src as the exporter does (bounded; bundled programs
+// from the binary), checks that what it read is want (a SourceDigest;
+// "" checks nothing), applies the attach_to overrides, parses the object
+// and loads and attaches it (loader.Load). Errors: the read's and
+// parse's (naming the file), the load's (led by the object's path), or a
+// digest that differs (the files changed since the exporter read them).
+func LoadObject(src Source, s LoadSettings, want string) (*loader.Object, error) {
+	cfg, data, dg, err := read(src)
+	if err != nil {
+		return nil, err
+	}
+	if want != "" && dg != want {
+		return nil, fmt.Errorf("%s: its files changed while it was being reloaded: reload again", cfg.File)
+	}
+	for _, o := range s.AttachTo {
+		if err := cfg.OverrideAttachTo(o); err != nil {
+			return nil, err
+		}
+	}
+	spec, err := loader.ParseObject(cfg.Object, data)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := loader.Load(spec, cfg, loader.Options{BTFPath: s.BTFPath, DisableAttach: s.DisableAttach})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Object, err)
+	}
+	return obj, nil
+}
+
+// read returns the parsed config, the object bytes of a source, and the
+// SourceDigest of the bytes read.
+func read(src Source) (*config.Config, []byte, string, error) {
 	if src.Dir == "" {
 		file := src.Name + ".yaml"
 		y, err := fs.ReadFile(programs.FS, file)
 		if err != nil {
-			return nil, nil, fmt.Errorf("no bundled program %q (bundled: %v)", src.Name, programs.Names())
+			return nil, nil, "", fmt.Errorf("no bundled program %q (bundled: %v)", src.Name, programs.Names())
 		}
 		cfg, err := config.Parse("programs/"+file, y)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
 		cfg.Name = src.Name
 		cfg.Object = "programs/" + src.Name + ".bpf.o"
 		obj, err := fs.ReadFile(programs.FS, src.Name+".bpf.o")
 		if err != nil {
-			return cfg, nil, fmt.Errorf("bundled program %q has no object", src.Name)
+			return cfg, nil, "", fmt.Errorf("bundled program %q has no object", src.Name)
 		}
-		return cfg, obj, nil
+		return cfg, obj, bundledDigest, nil
 	}
-	cfg, err := config.Load(src.Dir, src.Name)
+	cfg, y, err := config.LoadData(src.Dir, src.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	obj, err := bounded.ReadFile(cfg.Object, "BPF object", bounded.MaxObject)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return cfg, nil, fmt.Errorf("%s: BPF object %s not found", cfg.File, filepath.Clean(cfg.Object))
+			return cfg, nil, "", fmt.Errorf("%s: BPF object %s not found", cfg.File, filepath.Clean(cfg.Object))
 		}
-		return cfg, nil, fmt.Errorf("%s: %w", cfg.File, err)
+		return cfg, nil, "", fmt.Errorf("%s: %w", cfg.File, err)
 	}
-	return cfg, obj, nil
+	return cfg, obj, SourceDigest(y, obj), nil
+}
+
+// KubeResolver returns the pod resolver the kube_* decoders share (see
+// decoder.Env.KubeResolver); an error before Start.
+func (e *Exporter) KubeResolver() (*kube.Resolver, error) {
+	e.mu.Lock()
+	env := e.env
+	e.mu.Unlock()
+	if env == nil {
+		return nil, errors.New("exporter not started")
+	}
+	return env.KubeResolver()
 }
 
 // Close detaches and unloads every program and map loaded so far; a load

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package exporter_test
 
 // Per-event cost of the bundled programs (run as root):

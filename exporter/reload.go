@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package exporter
 
 // Hot reload as a diff of config sets: every source is read again and its
@@ -16,6 +18,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,6 +31,8 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/loader"
+	"github.com/kernel-exporter/kernel_exporter/spans"
 )
 
 // Outcomes of one config in a reload (ReloadResult.Outcome).
@@ -90,13 +95,16 @@ func (r *reloadState) done(ok bool) {
 	r.ok.Set(0)
 }
 
-// digest returns the SHA-256, in hex, of a source's YAML and object bytes.
-// Bundled programs are embedded and never change: their digest is
-// constant. A file that cannot be read counts by its error (so that it
-// appearing later is a change).
+// bundledDigest is the digest of every bundled program: they are
+// embedded and never change.
+const bundledDigest = "bundled"
+
+// digest returns the SHA-256, in hex, of a source's YAML and object bytes
+// (SourceDigest), or bundledDigest. A file that cannot be read counts by
+// its error (so that it appearing later is a change).
 func digest(src Source) string {
 	if src.Dir == "" {
-		return "bundled"
+		return bundledDigest
 	}
 	h := sha256.New()
 	for _, f := range []struct {
@@ -111,10 +119,23 @@ func digest(src Source) string {
 			fmt.Fprintf(h, "unreadable %d\n", len(err.Error()))
 			continue
 		}
-		fmt.Fprintf(h, "%d\n", len(b))
-		h.Write(b)
+		digestPart(h, b)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SourceDigest is the digest of a config whose YAML and object are these
+// bytes: the SHA-256, in hex, of each one's length and bytes in turn.
+func SourceDigest(yaml, object []byte) string {
+	h := sha256.New()
+	digestPart(h, yaml)
+	digestPart(h, object)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func digestPart(h hash.Hash, b []byte) {
+	fmt.Fprintf(h, "%d\n", len(b))
+	h.Write(b)
 }
 
 // Reload reads every source again and brings the running set to it:
@@ -145,27 +166,36 @@ func (e *Exporter) Reload(ctx context.Context) ([]ReloadResult, error) {
 		out    []ReloadResult
 		failed []string
 	)
+	reloaded := map[string]bool{}
+	t0 := time.Now()
 	for i, src := range e.opts.Sources {
-		r := e.reloadOne(e.states[i], src)
+		t1 := time.Now()
+		r := e.reloadOne(i, src, reloaded)
+		if r.Outcome == ReloadReloaded {
+			reloaded[src.Name] = true
+		}
 		out = append(out, r)
 		switch r.Outcome {
 		case ReloadFailed:
 			failed = append(failed, r.Config)
 			e.log.Error("config reload failed: the running version (if any) keeps serving", "config", r.Config, "reason", r.Reason)
 		case ReloadReloaded:
-			e.log.Info("config reloaded", "config", r.Config)
+			e.log.Info("config reloaded", "config", r.Config, "took", time.Since(t1).Round(time.Millisecond))
 		}
 	}
 	e.reload.done(len(failed) == 0)
 	if len(failed) > 0 {
 		return out, fmt.Errorf("reload failed for config %s", strings.Join(failed, ", "))
 	}
-	e.log.Info("reload done")
+	e.log.Info("reload done", "took", time.Since(t0).Round(time.Millisecond))
 	return out, nil
 }
 
-// reloadOne reloads one config when its files changed.
-func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
+// reloadOne reloads source i when its files changed, or when it is down
+// because a config listed before it defines the same metric and that
+// config was reloaded (in reloaded) in this pass.
+func (e *Exporter) reloadOne(i int, src Source, reloaded map[string]bool) ReloadResult {
+	st := e.states[i]
 	res := ReloadResult{Config: src.Name, Outcome: ReloadUnchanged}
 	dg := digest(src)
 	e.mu.Lock()
@@ -173,17 +203,34 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 	var loading bool
 	e.Status.Update(st, func(cur *collector.State) { loading = cur.Loading })
 	env := e.env
+	other, conflicted := e.conflicts[src.Name]
 	e.mu.Unlock()
 	switch {
 	case loading || !known:
 		res.Outcome = ReloadLoading
 		return res
-	case dg == old:
+	case dg == old && !(conflicted && reloaded[other]):
 		return res
 	}
 	next := collector.State{Name: st.Name, Source: st.Source}
 	held := e.Memory.Held(src.Name)
-	obj, c, names, sr, err := e.load(&next, src, env)
+	remote := e.opts.Loader != nil
+	var (
+		obj   *loader.Object
+		c     *collector.Config
+		sr    *spans.Reader
+		names []string
+	)
+	p, err := e.prepare(src, env, remote)
+	if err == nil {
+		names = p.names
+		e.mu.Lock()
+		err = e.conflict(i, names)
+		e.mu.Unlock()
+	}
+	if err == nil {
+		obj, c, sr, err = e.loadPrepared(&next, src, p, remote)
+	}
 
 	e.mu.Lock()
 	prev, wasLive := e.live[src.Name]
@@ -194,6 +241,9 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 		err = e.swap(src.Name, names, c)
 	}
 	if err != nil {
+		if _, ok := e.conflicts[src.Name]; ok {
+			e.digests[src.Name] = dg // retried when the other config reloads or its files change
+		}
 		e.mu.Unlock()
 		closeSpans(sr)
 		if obj != nil {
@@ -214,14 +264,15 @@ func (e *Exporter) reloadOne(st *collector.State, src Source) ReloadResult {
 			})
 		}
 		res.Outcome, res.Reason = ReloadFailed, err.Error()
-		if errors.Is(err, syscall.EPERM) {
-			res.Reason += " (after start-up the exporter drops the capabilities loading needs: keep them with --capabilities.keep, e.g. perfmon for tracepoints, to reload changed configs)"
+		if !remote && errors.Is(err, syscall.EPERM) {
+			res.Reason += " (after start-up the exporter drops the capabilities loading needs, and no privileged helper runs to load for it: see --capabilities.keep)"
 		}
 		return res
 	}
 	stop := withSpans(c.StartExpiry(), sr)
 	e.live[src.Name] = liveConfig{obj: obj, c: c, names: names, stop: stop}
 	e.digests[src.Name] = dg
+	e.names[src.Name] = names
 	next.Up, next.Collector = true, c
 	e.Status.Update(st, func(cur *collector.State) { *cur = next })
 	e.mu.Unlock()

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exposition writes the Prometheus exposition formats straight from
 // collector Snapshots.
 //

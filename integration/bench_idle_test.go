@@ -75,21 +75,3 @@ func cpuTicks(b *testing.B, pid int) int64 {
 	}
 	return u + st
 }
-
-// statusKB returns a "<field>: <n> kB" line of /proc/<pid>/status.
-func statusKB(b *testing.B, pid int, field string) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			f := strings.Fields(rest)
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				return v
-			}
-		}
-	}
-	b.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
-}

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -105,7 +107,7 @@ func startBudgetProc(t *testing.T, secs int, comm string) *exec.Cmd {
 // dropped after attach), under the integration tests' load (execs and
 // loopback TCP as in TestPerfLoad, O_DIRECT I/O) plus the spinner's
 // syscalls. After the drop the exporter's CapEff is CAP_BPF alone and its
-// privileged helper's exactly privsep.HelperCapabilities. The spinning
+// privileged helper worker's exactly privsep.HelperCapabilities. The spinning
 // config is detached within 60 s of the spinner's start, with every signal
 // (config_up 0, a reason saying "budget" with the measured rate,
 // budget_exceeded_total{resource="cpu"} 1, a WARN line, the landing page);
@@ -205,7 +207,7 @@ func TestBudgetCPU(t *testing.T) {
 	Eventually(t, 45*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_up", L("config", "spin")) == 1
-	}, "spin config not re-attached after its backoff\n%s", e.Logs())
+	}, "spin config not re-attached after its backoff\n%s", e.Logs)
 	t.Logf("re-attached %v after the detach was seen", time.Since(t1).Round(100*time.Millisecond))
 	if row := landingRow(e.Get("/"), "spin"); strings.Contains(row, "over its") {
 		t.Errorf("landing page still marks spin after the re-attach: %s", row)
@@ -239,39 +241,35 @@ func TestBudgetCPU(t *testing.T) {
 }
 
 // checkPrivsepCaps checks, once the capabilities are dropped, that every
-// thread of the exporter has CapEff CAP_BPF alone and that its one child,
-// the privileged helper, has exactly privsep.HelperCapabilities
-// (effective, permitted and bounding) with no_new_privs.
+// thread of the exporter has CapEff CAP_BPF alone, that its one child, the
+// privileged helper's supervisor, holds privsep.HelperCapabilities only to
+// pass them on (permitted, inheritable, ambient; none effective), and that
+// the supervisor's one child, the worker, has exactly
+// privsep.HelperCapabilities (effective, permitted and bounding), both
+// with no_new_privs.
 func checkPrivsepCaps(t *testing.T, e *Exporter) {
 	t.Helper()
 	pid := e.cmd.Process.Pid
 	want := uint64(loader.ScrapeCapabilities)
 	Eventually(t, 10*time.Second, func() bool {
 		return procCaps(t, fmt.Sprintf("/proc/%d/status", pid))["CapEff"] == want
-	}, "exporter CapEff is not CAP_BPF after start-up\n%s", e.Logs())
+	}, "exporter CapEff is not CAP_BPF after start-up\n%s", e.Logs)
 	checkThreadsCapEff(t, pid, want)
-	var children []string
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err == nil {
-			children = append(children, strings.Fields(string(b))...)
-		}
-	}
-	if len(children) != 1 {
-		t.Fatalf("exporter %d has children %v, want one privileged helper", pid, children)
-	}
-	caps := procCaps(t, "/proc/"+children[0]+"/status")
-	helper := uint64(privsep.HelperCapabilities)
+	sup, worker := helperPids(t, e)
+	helper := uint64(privsep.HelperCapabilities) & procCaps(t, "/proc/self/status")["CapEff"]
+	caps := procCaps(t, fmt.Sprintf("/proc/%d/status", worker))
 	for _, k := range []string{"CapEff", "CapPrm", "CapBnd"} {
 		if caps[k] != helper {
-			t.Errorf("helper %s: %s %016x, want %016x (%s)", children[0], k, caps[k], helper, privsep.HelperCapabilities)
+			t.Errorf("helper worker %d: %s %016x, want %016x (%s)", worker, k, caps[k], helper, privsep.HelperCapabilities)
 		}
 	}
 	if caps["CapInh"] != 0 || caps["CapAmb"] != 0 || caps["NoNewPrivs"] != 1 {
-		t.Errorf("helper %s: CapInh %x CapAmb %x NoNewPrivs %d, want 0 0 1", children[0], caps["CapInh"], caps["CapAmb"], caps["NoNewPrivs"])
+		t.Errorf("helper worker %d: CapInh %x CapAmb %x NoNewPrivs %d, want 0 0 1", worker, caps["CapInh"], caps["CapAmb"], caps["NoNewPrivs"])
 	}
-	cmdline, _ := os.ReadFile("/proc/" + children[0] + "/cmdline")
-	t.Logf("exporter %d CapEff %016x; helper %s (%s) CapEff %016x (%s)", pid, want, children[0],
-		strings.ReplaceAll(string(cmdline), "\x00", " "), caps["CapEff"], privsep.HelperCapabilities)
+	scaps := procCaps(t, fmt.Sprintf("/proc/%d/status", sup))
+	if scaps["CapEff"] != 0 || scaps["CapPrm"] != helper || scaps["CapInh"] != helper || scaps["CapAmb"] != helper || scaps["NoNewPrivs"] != 1 {
+		t.Errorf("helper supervisor %d: CapEff %x CapPrm %x CapInh %x CapAmb %x NoNewPrivs %d, want 0, then %x three times, and 1",
+			sup, scaps["CapEff"], scaps["CapPrm"], scaps["CapInh"], scaps["CapAmb"], scaps["NoNewPrivs"], helper)
+	}
+	t.Logf("exporter %d CapEff %016x; helper supervisor %d CapPrm %016x, worker %d CapEff %016x (%s)", pid, want, sup, scaps["CapPrm"], worker, caps["CapEff"], privsep.HelperCapabilities)
 }

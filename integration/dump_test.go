@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -6,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -206,11 +210,17 @@ func TestDumpText(t *testing.T) {
 // other is still dumped, stderr names the failed config and its reason,
 // the output shows it down, and the exit code is 1.
 func TestDumpFailedConfig(t *testing.T) {
-	r := runDump(t, "dump", "--duration=1s", "--programs=runqlat,nosuch")
+	// A user config whose object is missing (a bundled program that does
+	// not exist is a flag error: TestFlagsUnknownProgram).
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "nosuch.yaml"), []byte(fmt.Sprintf(timersYAML, "nosuch_total", 8, "ksym")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runDump(t, "dump", "--duration=1s", "--programs=runqlat", "--config.dir="+dir, "--config.names=nosuch")
 	if r.code != 1 {
 		t.Errorf("dump exit code %d, want 1\n%s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, `kernel_exporter dump: config nosuch (bundled) failed: no bundled program "nosuch"`) {
+	if !strings.Contains(r.stderr, fmt.Sprintf("kernel_exporter dump: config nosuch (%s) failed: %s: BPF object %s not found", filepath.Join(dir, "nosuch.yaml"), filepath.Join(dir, "nosuch.yaml"), filepath.Join(dir, "nosuch.bpf.o"))) {
 		t.Errorf("stderr does not name the failed config and its reason:\n%s", r.stderr)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -133,7 +135,7 @@ const dropMsg = "capabilities dropped after attach"
 func waitDropped(t *testing.T, e *Exporter) {
 	t.Helper()
 	Eventually(t, 10*time.Second, func() bool { return strings.Contains(e.Logs(), dropMsg) },
-		"no %q logged within 10s\n%s", dropMsg, e.Logs())
+		"no %q logged within 10s\n%s", dropMsg, e.Logs)
 }
 
 // publicCopy copies the exporter binary into a fresh directory that any
@@ -222,7 +224,7 @@ func checkDefaultProgramsData(t *testing.T, e *Exporter) {
 		d = e.Scrape().Value(timers, L("function", fn)) - before.Value(timers, L("function", fn))
 		return d >= conns
 	}, "%s{function=%q} moved by %v after %d loopback connections, want >= %d (ksym decoding needs CAP_SYSLOG)\n%s",
-		timers, fn, d, conns, conns, e.Logs())
+		timers, fn, d, conns, conns, e.Logs)
 	after := e.Scrape()
 	names := after.LabelValues(timers, "function")
 	for _, n := range names {
@@ -253,14 +255,14 @@ func checkDefaultProgramsData(t *testing.T, e *Exporter) {
 	t.Logf("timers: %d functions, %s +%v; runqlat count +%d", len(names), fn, d, c1-c0)
 }
 
-// TestHardening13SetprivUnitCaps runs the exporter as nobody under setpriv
-// with exactly the capabilities of deploy/kernel_exporter.service (bounding,
-// inheritable and ambient sets), in a mount namespace where tracefs is
-// mounted as systemd's sys-kernel-tracing.mount does at boot. Every default
-// program must be up and count its workload, timers with function names;
-// after start-up CapEff must be the unit's set reduced to CAP_BPF, on every
-// thread, and the log must show the larger set before the drop.
-func TestHardening13SetprivUnitCaps(t *testing.T) {
+// unitCapsWrapper returns a startWrapped wrapper that runs a public copy
+// of the exporter as nobody under setpriv with exactly the capabilities
+// of deploy/kernel_exporter.service (bounding, inheritable and ambient
+// sets), in a mount namespace where tracefs is mounted as systemd's
+// sys-kernel-tracing.mount does at boot; and the unit's set as CapEff,
+// as setpriv gives it to a process.
+func unitCapsWrapper(t *testing.T) (wrapper []string, unitSet uint64) {
+	t.Helper()
 	caps := unitCaps(t)
 	setpriv := probeNeedTool(t, "run as another user with chosen capabilities", "setpriv")
 	probeNeedTool(t, "a private mount namespace for tracefs", "unshare")
@@ -271,20 +273,14 @@ func TestHardening13SetprivUnitCaps(t *testing.T) {
 	capArg := "-all," + strings.Join(list, ",")
 	setprivArgs := []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
 		"--inh-caps=" + capArg, "--ambient-caps=" + capArg, "--bounding-set=" + capArg, "--"}
-
-	// What the unit's set is in /proc/<pid>/status terms, as setpriv gives
-	// it to a process.
 	out, err := exec.Command(setpriv, append(setprivArgs[1:], "grep", "^CapEff:", "/proc/self/status")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("setpriv with the unit's capabilities %s: %v\n%s", capArg, err, out)
 	}
-	unitSet, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(out), "CapEff:")), 16, 64)
+	unitSet, err = strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(out), "CapEff:")), 16, 64)
 	if err != nil {
 		t.Fatalf("CapEff under setpriv: %q: %v", out, err)
 	}
-	want := unitSet & (1 << capBPF)
-	t.Logf("unit capabilities %v: CapEff %016x; expected after the drop: %016x", caps, unitSet, want)
-
 	// The harness appends its binary and flags to the wrapper: the script
 	// drops the former ($1) and runs the public copy under setpriv with
 	// the latter.
@@ -294,7 +290,21 @@ func TestHardening13SetprivUnitCaps(t *testing.T) {
 	}
 	script := "mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing || exit 1\n" +
 		"shift\nexec " + strings.Join(quoted, " ") + ` "$@"`
-	wrapper := []string{"unshare", "-m", "--propagation", "private", "--", "sh", "-c", script, "sh"}
+	return []string{"unshare", "-m", "--propagation", "private", "--", "sh", "-c", script, "sh"}, unitSet
+}
+
+// TestHardening13SetprivUnitCaps runs the exporter as nobody under setpriv
+// with exactly the capabilities of deploy/kernel_exporter.service (bounding,
+// inheritable and ambient sets), in a mount namespace where tracefs is
+// mounted as systemd's sys-kernel-tracing.mount does at boot. Every default
+// program must be up and count its workload, timers with function names;
+// after start-up CapEff must be the unit's set reduced to CAP_BPF, on every
+// thread, and the log must show the larger set before the drop.
+func TestHardening13SetprivUnitCaps(t *testing.T) {
+	caps := unitCaps(t)
+	wrapper, unitSet := unitCapsWrapper(t)
+	want := unitSet & (1 << capBPF)
+	t.Logf("unit capabilities %v: CapEff %016x; expected after the drop: %016x", caps, unitSet, want)
 	e := startWrapped(t, wrapper)
 	waitDropped(t, e)
 	pid := exporterPid(t, e)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -87,6 +89,19 @@ func TestHardening08IdleConnectionsEvictedBasicAuth(t *testing.T) {
 	cmd, url, logs := spawn(t, nil, "--programs=timers", "--web.max-connections=50", "--web.config.file="+cfg)
 	waitPort(t, url, logs)
 	e := &Exporter{t: t, cmd: cmd, URL: url, logs: logs}
+	// The file descriptors are counted from when the load has ended
+	// (/-/ready), as Start waits for it.
+	Eventually(t, 30*time.Second, func() bool {
+		req, _ := http.NewRequest("GET", url+"/-/ready", nil)
+		req.SetBasicAuth("prom", scrapePassword)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, "not ready within 30s\n%s", logs)
+	time.Sleep(500 * time.Millisecond) // the capability drop after it
 	idleEvicted(t, e, true)
 }
 

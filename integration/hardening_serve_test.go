@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -59,7 +61,7 @@ func badObject(t *testing.T, mk func(path string) error, why string) {
 	Eventually(t, 10*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_loading", nil) == 0
-	}, "configs still loading after 10s\n%s", e.Logs())
+	}, "configs still loading after 10s\n%s", e.Logs)
 	t.Logf("both configs settled %v after start", time.Since(start).Round(time.Millisecond))
 	if v := ms.Value("kernel_exporter_config_up", L("config", "good")); v != 1 {
 		t.Errorf("config_up{good} = %v, want 1\n%s", v, e.Logs())
@@ -77,7 +79,7 @@ func badObject(t *testing.T, mk func(path string) error, why string) {
 func TestHardening04TelemetryPathFlag(t *testing.T) {
 	for _, p := range []string{"metrics", "/"} {
 		_, errOut, code := runExporter(t, "--programs=timers", fmt.Sprintf("--web.listen-address=127.0.0.1:%d", freePort(t)), "--web.telemetry-path="+p)
-		if code != 2 || strings.Contains(errOut, "panic") || !strings.Contains(errOut, fmt.Sprintf(`--web.telemetry-path \"%s\"`, p)) {
+		if code != 2 || strings.Contains(errOut, "panic") || !strings.Contains(errOut, fmt.Sprintf(`--web.telemetry-path "%s"`, p)) {
 			t.Errorf("--web.telemetry-path=%s: exit %d, want 2 with an error naming flag and value, no panic:\n%s", p, code, errOut)
 		}
 	}
@@ -184,7 +186,7 @@ func TestHardening07LoadTimeout(t *testing.T) {
 	Eventually(t, 6*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_loading", nil) == 0
-	}, "still loading 6s after start with a 2s load timeout\n%s", e.Logs())
+	}, "still loading 6s after start with a 2s load timeout\n%s", e.Logs)
 	t.Logf("slow config marked down %v after start", time.Since(start).Round(time.Millisecond))
 	if v := ms.Value("kernel_exporter_config_up", L("config", "timers")); v != 1 {
 		t.Errorf("config_up{timers} = %v, want 1", v)
@@ -282,10 +284,12 @@ func openFDs(t *testing.T, pid int) int {
 	return len(ents)
 }
 
-// TestHardening08ConnectionCap opens 400 idle connections against
-// --web.max-connections=50: the process holds at most 50 of them (the rest
-// wait in the kernel's accept queue), and scrapes work again once they go.
-// Under a file-descriptor limit of 256 the cap is lowered to 128.
+// TestHardening08ConnectionCap opens 400 connections that send nothing
+// against --web.max-connections=50: the process holds at most 50 of them
+// (since TCP_DEFER_ACCEPT, none: they wait in the kernel until they send;
+// TestHardening25PartialRequests has connections that do), and scrapes
+// work again once they go. Under a file-descriptor limit of 256 the cap is
+// lowered to 128.
 func TestHardening08ConnectionCap(t *testing.T) {
 	e := Start(t, "--programs=timers", "--web.max-connections=50")
 	pid := e.cmd.Process.Pid
@@ -333,8 +337,8 @@ func TestHardening08ExporterMetrics(t *testing.T) {
 }
 
 // TestHardening12DuplicateMetricAcrossConfigs runs two configs serving the
-// same metric: one keeps running, the other is down with a reason naming
-// both configs and the metric.
+// same metric: the first listed keeps running, the other is down with a
+// reason naming both configs and the metric.
 func TestHardening12DuplicateMetricAcrossConfigs(t *testing.T) {
 	dir := t.TempDir()
 	timersConfig(t, dir, "first")
@@ -344,7 +348,7 @@ func TestHardening12DuplicateMetricAcrossConfigs(t *testing.T) {
 	Eventually(t, 10*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_loading", nil) == 0
-	}, "configs still loading after 10s\n%s", e.Logs())
+	}, "configs still loading after 10s\n%s", e.Logs)
 	upA := ms.Value("kernel_exporter_config_up", L("config", "first"))
 	upB := ms.Value("kernel_exporter_config_up", L("config", "second"))
 	if upA+upB != 1 {
@@ -352,9 +356,10 @@ func TestHardening12DuplicateMetricAcrossConfigs(t *testing.T) {
 	}
 	winner, loser := "first", "second"
 	if upB == 1 {
+		t.Errorf("config second serves the metric: want the first listed")
 		winner, loser = loser, winner
 	}
-	want := fmt.Sprintf("metric kernel_timer_starts_total of config %s is already served by config %s", loser, winner)
+	want := fmt.Sprintf("metric kernel_timer_starts_total of config %s is also defined by config %s, which is listed first (--programs, then --config.names) and so serves it", loser, winner)
 	if r := errorReason(ms, loser); r != want {
 		t.Errorf("reason of %s = %q, want %q", loser, r, want)
 	}

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package integration runs the real kernel_exporter binary against this
 // machine's kernel: tests trigger kernel events and assert that metrics moved
 // by the expected amount. They need root and BPF; with CI=true they fail
@@ -23,6 +25,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 // binary is the kernel_exporter built once for the whole package.
@@ -51,6 +55,11 @@ func run(m *testing.M) int {
 			return 1
 		}
 		return m.Run()
+	}
+	// Tests count their own events by PID; BPF sees the kernel's PIDs.
+	if err := testenv.HostPIDNamespace(); err != nil {
+		fmt.Fprintln(os.Stderr, "integration tests:", err)
+		return 1
 	}
 	if b := os.Getenv("KERNEL_EXPORTER_BINARY"); b != "" {
 		// Prebuilt (make test-kernels runs the compiled tests in a VM
@@ -297,16 +306,31 @@ func (ms Metrics) LabelValues(name, label string) []string {
 	return out
 }
 
-// Eventually polls cond every 200 ms for up to d, then fails with msg.
+// Eventually polls cond every 200 ms for up to d, then fails with the
+// message (func() string arguments, such as e.Logs, are called then).
 func Eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
+			t.Fatalf(format, lateArgs(args)...)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// lateArgs calls the func() string arguments of a failure message (such
+// as e.Logs, the method value) so that the message shows the state at the
+// failure, not at the call.
+func lateArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if f, ok := a.(func() string); ok {
+			a = f()
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // waitServing polls url/metrics until it answers 200 with no config still

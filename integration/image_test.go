@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -90,6 +92,7 @@ func TestImagePodman(t *testing.T) {
 	t.Cleanup(func() { _, _ = exec.Command("podman", "rmi", "-f", id).CombinedOutput() })
 	progress(t, "image: loaded %s (%s)", ref, id)
 	checkImageConfig(t, ref)
+	checkImageLicences(t, id)
 
 	name := fmt.Sprintf("kernel_exporter-it-%d", os.Getpid())
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -211,6 +214,40 @@ func checkImageConfig(t *testing.T, ref string) {
 	if v := img.Config.Labels["org.opencontainers.image.version"]; !strings.HasSuffix(ref, ":"+v) {
 		t.Errorf("image %s: label org.opencontainers.image.version=%q is not its tag", ref, v)
 	}
+}
+
+// checkImageLicences exports a container of image id (created, never
+// started) and checks that its file system holds the licence texts under
+// /usr/share/doc/kernel_exporter/: LICENSE (Apache-2.0), the texts of
+// LICENSES/ and the third-party notices of the Go modules linked in.
+func checkImageLicences(t *testing.T, id string) {
+	t.Helper()
+	name := fmt.Sprintf("kernel_exporter-licences-%d", os.Getpid())
+	podman(t, time.Minute, "create", "--name", name, id)
+	defer func() { _, _ = exec.Command("podman", "rm", "-f", name).CombinedOutput() }()
+	export := filepath.Join(t.TempDir(), "rootfs.tar")
+	podman(t, time.Minute, "export", "-o", export, name)
+	f, err := os.Open(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	files := tarFiles(t, "podman export", f, func(name string) bool {
+		return strings.HasPrefix(name, "usr/share/doc/kernel_exporter/")
+	}, 4<<20)
+	doc := "usr/share/doc/kernel_exporter/"
+	for file, want := range map[string]string{
+		"LICENSE":                   "Apache License",
+		"LICENSES/Apache-2.0.txt":   "Apache License",
+		"LICENSES/GPL-2.0-only.txt": "GNU GENERAL PUBLIC LICENSE",
+		"LICENSES/BSD-2-Clause.txt": "Redistribution and use in source and binary forms",
+		"THIRD_PARTY_LICENSES":      "github.com/cilium/ebpf",
+	} {
+		if !strings.Contains(files[doc+file], want) {
+			t.Errorf("image: /%s%s lacks %q (files under /%s: %d)", doc, file, want, doc, len(files))
+		}
+	}
+	progress(t, "image: licences in /%s: %d files", doc, len(files))
 }
 
 // podman runs podman with args within d and returns its combined output.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 // Kernel matrix tests: every kprobe, kretprobe, fentry and fexit program

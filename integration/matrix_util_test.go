@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 // Helpers of the kernel matrix tests (matrix_test.go): what the running

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -108,8 +110,8 @@ func TestPerfEventArrayCounter(t *testing.T) {
 	}, "%s{pid=4000001} did not move from 3 to 5", metric)
 
 	// A reload (changed help) replaces the reader: the old version's
-	// perf events are closed (as many open after as before), and the new
-	// version counts from 0.
+	// perf events are closed (as many open after as before, but the
+	// tracepoint's), and the new version counts from 0.
 	pid := e.cmd.Process.Pid
 	perfFDs := perfEventFDs(t, pid)
 	y := filepath.Join(dir, "perf_getpgid.yaml")
@@ -127,12 +129,14 @@ func TestPerfEventArrayCounter(t *testing.T) {
 	Eventually(t, 20*time.Second, func() bool {
 		f := e.Scrape()[metric]
 		return f == nil || strings.Contains(f.GetHelp(), "(reloaded)")
-	}, "the reload did not happen\n%s", e.Logs())
+	}, "the reload did not happen\n%s", e.Logs)
 	getpgidCalls(t, map[int]int{4000001: 2})
 	Eventually(t, 5*time.Second, func() bool {
 		return e.Scrape().Value(metric, L("pid", "4000001")) == 2
-	}, "%s{pid=4000001} after the reload and 2 calls: want 2\n%s", metric, e.Logs())
-	if n := perfEventFDs(t, pid); n != perfFDs {
+	}, "%s{pid=4000001} after the reload and 2 calls: want 2\n%s", metric, e.Logs)
+	// The new version was loaded by the privileged helper: its
+	// tracepoint's perf event is held by its BPF link alone, one fd fewer.
+	if n := perfEventFDs(t, pid); n > perfFDs || n < perfFDs-1 {
 		t.Errorf("the exporter holds %d perf event fds after the reload, %d before: the old reader's were not closed", n, perfFDs)
 	}
 	if err := e.Stop(); err != nil {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 // Helpers for the uprobe, USDT and perf event tests: building the traced

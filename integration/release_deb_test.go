@@ -1,8 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,13 +75,25 @@ func TestReleaseDeb(t *testing.T) {
 		t.Errorf("sha256sum -c: %v\n%s", err, out)
 	}
 
+	checkReleaseTarball(t, dist, version)
+
 	dpkg(t, "-i", debs[0])
 	t.Cleanup(func() { _ = exec.Command("dpkg", "-P", debPackage).Run() })
 
 	listed := dpkg(t, "-L", debPackage)
 	for _, f := range []string{"/usr/bin/kernel_exporter", "/usr/lib/systemd/system/kernel_exporter.service",
 		"/usr/lib/sysusers.d/kernel_exporter.conf", "/etc/default/kernel_exporter", "/etc/kernel_exporter",
-		"/usr/share/doc/kernel_exporter/README.md"} {
+		"/usr/share/doc/kernel_exporter/README.md", "/usr/share/doc/kernel_exporter/copyright",
+		"/usr/share/doc/kernel_exporter/THIRD_PARTY_LICENSES",
+		"/usr/share/doc/kernel_exporter/examples/syscall_errors.bpf.c",
+		"/usr/share/doc/kernel_exporter/examples/syscall_errors.yaml",
+		"/usr/share/kernel_exporter/include/vmlinux.h", "/usr/share/kernel_exporter/include/x86/vmlinux.h",
+		"/usr/share/kernel_exporter/include/arm64/vmlinux.h",
+		"/usr/share/kernel_exporter/include/kernel_exporter/maps.bpf.h",
+		"/usr/share/kernel_exporter/include/kernel_exporter/usdt.bpf.h",
+		"/usr/share/kernel_exporter/include/asm/errno.h",
+		"/usr/share/kernel_exporter/prometheus/alerts.yml", "/usr/share/kernel_exporter/prometheus/recording.yml",
+		"/usr/share/kernel_exporter/grafana/kernel_exporter.json"} {
 		if !containsLine(listed, f) {
 			t.Errorf("dpkg -L %s does not list %s:\n%s", debPackage, f, listed)
 		}
@@ -84,6 +101,7 @@ func TestReleaseDeb(t *testing.T) {
 			t.Errorf("after dpkg -i: %v", err)
 		}
 	}
+	checkDebCopyright(t, "/usr/share/doc/kernel_exporter/copyright")
 	if conf := dpkg(t, "-s", debPackage); !strings.Contains(conf, "/etc/default/kernel_exporter") {
 		t.Errorf("/etc/default/kernel_exporter is not a conffile:\n%s", conf)
 	}
@@ -117,6 +135,7 @@ func TestReleaseDeb(t *testing.T) {
 		}
 		t.Logf("systemd-analyze verify: err=%v %s", err, out)
 	}
+	checkDebNew(t)
 	argv := unitCommand(t, unit)
 
 	port := freePort(t)
@@ -234,4 +253,158 @@ func unitCommand(t *testing.T, unit string) []string {
 		argv = append(argv, w)
 	}
 	return argv
+}
+
+// releaseKit are the files every release tarball holds besides the binary,
+// README.md and the unit: the licences and the kit for writing programs.
+var releaseKit = []string{
+	"LICENSE", "LICENSES/Apache-2.0.txt", "LICENSES/GPL-2.0-only.txt", "LICENSES/BSD-2-Clause.txt",
+	"THIRD_PARTY_LICENSES",
+	"include/vmlinux.h", "include/x86/vmlinux.h", "include/arm64/vmlinux.h",
+	"include/kernel_exporter/maps.bpf.h", "include/kernel_exporter/usdt.bpf.h", "include/asm/errno.h",
+	"examples/README.md", "examples/syscall_errors.bpf.c", "examples/syscall_errors.yaml",
+	"deploy/kernel_exporter.service", "deploy/kernel_exporter.sysusers",
+	"deploy/prometheus/alerts.yml", "deploy/prometheus/recording.yml", "deploy/prometheus/tests.yml",
+	"deploy/grafana/kernel_exporter.json",
+}
+
+// checkReleaseTarball checks that this architecture's tarball holds the
+// binary, README.md, the licences and the kit, under one top directory.
+func checkReleaseTarball(t *testing.T, dist, version string) {
+	t.Helper()
+	top := "kernel_exporter-" + version + ".linux-" + runtime.GOARCH
+	f, err := os.Open(filepath.Join(dist, top+".tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := tarFiles(t, top+".tar.gz", zr, func(string) bool { return true }, 256)
+	for _, want := range append([]string{"kernel_exporter", "README.md"}, releaseKit...) {
+		if _, ok := files[top+"/"+want]; !ok {
+			t.Errorf("%s.tar.gz lacks %s/%s", top, top, want)
+		}
+	}
+	if !strings.Contains(files[top+"/LICENSE"], "Apache License") {
+		t.Errorf("%s/LICENSE is not the Apache License: %q", top, files[top+"/LICENSE"])
+	}
+	t.Logf("%s.tar.gz: %d entries, the licences and the kit (%d files checked)", top, len(files), len(releaseKit))
+}
+
+// checkDebCopyright checks the installed copyright file against Debian's
+// machine-readable format: the Format line, and a stand-alone License
+// paragraph for every licence a Files paragraph names.
+func checkDebCopyright(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paras := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	if !strings.HasPrefix(paras[0], "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n") {
+		t.Errorf("%s: first paragraph lacks the Format line:\n%s", path, paras[0])
+	}
+	used, defined := map[string]bool{}, map[string]bool{}
+	for _, p := range paras[1:] {
+		first, _, _ := strings.Cut(p, "\n")
+		lic := ""
+		for _, line := range strings.Split(p, "\n") {
+			if v, ok := strings.CutPrefix(line, "License: "); ok {
+				lic = v
+			}
+		}
+		switch {
+		case strings.HasPrefix(first, "Files: "):
+			for _, l := range strings.Split(lic, " or ") {
+				used[l] = true
+			}
+		case strings.HasPrefix(first, "License: "):
+			defined[lic] = true
+		default:
+			t.Errorf("%s: a paragraph that is neither Files nor License: %q", path, first)
+		}
+	}
+	for l := range used {
+		if !defined[l] {
+			t.Errorf("%s: licence %q is used but has no License paragraph", path, l)
+		}
+	}
+	for _, l := range []string{"Apache-2.0", "GPL-2", "BSD-2-clause"} {
+		if !used[l] {
+			t.Errorf("%s: no Files paragraph under %s", path, l)
+		}
+	}
+}
+
+// tarFiles reads the tar stream r (what names it in errors) and returns
+// the entries whose name, without a leading "/", keep accepts, each with
+// its first max bytes.
+func tarFiles(t *testing.T, what string, r io.Reader, keep func(string) bool, max int64) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		name := strings.TrimPrefix(h.Name, "/")
+		if !keep(name) {
+			continue
+		}
+		body, err := io.ReadAll(io.LimitReader(tr, max))
+		if err != nil {
+			t.Fatalf("%s: %s: %v", what, name, err)
+		}
+		files[name] = string(body)
+	}
+}
+
+// checkDebNew writes a program with the installed binary's new command: it
+// must take the headers the package installed rather than write its own,
+// and the program must build with them (clang-19) and load (make check).
+func checkDebNew(t *testing.T) {
+	t.Helper()
+	const inc = "/usr/share/kernel_exporter/include"
+	dir := filepath.Join(t.TempDir(), "kedeb")
+	out, err := exec.Command("/usr/bin/kernel_exporter", "new", "kedeb", "--dir", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kernel_exporter new: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "headers: "+inc+"\n") {
+		t.Errorf("kernel_exporter new did not take the installed headers:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "include")); !os.IsNotExist(err) {
+		t.Errorf("kernel_exporter new wrote headers although the package installed them: %v", err)
+	}
+	if _, err := exec.LookPath("clang-19"); err != nil {
+		// Not a skip: the rest of the package test still runs.
+		if testenv.UnderCI() {
+			t.Errorf("clang-19 not found (make test-deps installs it): cannot build the program new wrote")
+		} else {
+			t.Logf("clang-19 not found: the program new wrote from the .deb is not built")
+		}
+		return
+	}
+	for _, target := range []string{"", "check"} {
+		mk := exec.Command("make", "--no-print-directory")
+		if target != "" {
+			mk.Args = append(mk.Args, target)
+		}
+		mk.Dir = dir
+		out, err := mk.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %s in a program new wrote from the .deb: %v\n%s", target, err, out)
+		}
+		if target == "check" && !strings.Contains(string(out), "ok    kedeb ") {
+			t.Errorf("make check:\n%s", out)
+		}
+	}
+	t.Logf("kernel_exporter new from the .deb: headers from %s, built and checked", inc)
 }

@@ -1,7 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -74,9 +77,48 @@ func status(t *testing.T, method, url string) int {
 	return resp.StatusCode
 }
 
-// TestReload runs two user configs of the getppid counter (rl, which the
-// test edits, and rl2, which it leaves alone) and the bundled timers. It
-// changes rl's help and sends SIGHUP: the new help is served, with a new
+// TestReload runs the reload scenario (reloadScenario) under each
+// capability setting a user may run with: the default flags (everything
+// but CAP_BPF dropped after start-up: the privileged helper loads the
+// changed configs), the capability set of deploy/kernel_exporter.service
+// as uid 65534 (the unit as installed), --capabilities.keep=perfmon (the
+// helper still loads) and --capabilities.keep=all (no helper: the process
+// loads itself). With the default flags and the unit's set, the exporter
+// itself keeps CapEff CAP_BPF alone throughout.
+func TestReload(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		unit bool
+		args []string
+	}{
+		{name: "default"},
+		{name: "unit_caps", unit: true},
+		{name: "keep_perfmon", args: []string{"--capabilities.keep=perfmon"}},
+		{name: "keep_all", args: []string{"--capabilities.keep=all"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A directory uid 65534 may read (t.TempDir's parent is 0700).
+			dir, err := os.MkdirTemp("", "kernel_exporter-reload-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			start := func(args ...string) *Exporter { return Start(t, append(args, tc.args...)...) }
+			if tc.unit {
+				wrapper, _ := unitCapsWrapper(t)
+				start = func(args ...string) *Exporter { return startWrapped(t, wrapper, args...) }
+			}
+			reloadScenario(t, dir, start, tc.args == nil)
+		})
+	}
+}
+
+// reloadScenario runs two user configs of the getppid counter (rl, which the
+// test edits, and rl2, which it leaves alone) and the bundled timers, in
+// dir, with an exporter from start. It changes rl's help and sends SIGHUP: the new help is served, with a new
 // map (its count starts again), rl2 and timers keep their programs (the kernel program ids the
 // process holds lose exactly rl's one and gain one) and rl2's count goes
 // on from where it was; timers' family is present in every one of the
@@ -85,8 +127,9 @@ func status(t *testing.T, method, url string) int {
 // /-/reload: 500, last_reload_successful 0, the failure logged, and rl's
 // running version still counts. A third config, rl3, down at start with a
 // broken YAML and fixed before the SIGHUP, is up after it. /-/healthy and /-/ready are 200.
-func TestReload(t *testing.T) {
-	dir := t.TempDir()
+// With dropped, the exporter's CapEff is CAP_BPF alone before and after
+// the reload.
+func reloadScenario(t *testing.T, dir string, start func(args ...string) *Exporter, dropped bool) {
 	compileBPF(t, filepath.Join("integration", "testdata", "ttl", "getppid.bpf.c"), filepath.Join(dir, "rl.bpf.o"))
 	// rl2's map (so metric) has another name: the preprocessor renames it.
 	compileBPF(t, filepath.Join("integration", "testdata", "ttl", "getppid.bpf.c"), filepath.Join(dir, "rl2.bpf.o"), "-Dttl_calls_total=reload_kept_calls_total")
@@ -95,7 +138,18 @@ func TestReload(t *testing.T) {
 	// rl3 is down at start (its YAML is broken), fixed before the reload.
 	compileBPF(t, filepath.Join("integration", "testdata", "ttl", "getppid.bpf.c"), filepath.Join(dir, "rl3.bpf.o"), "-Dttl_calls_total=reload_late_calls_total")
 	writeProbeConfig(t, dir, "rl3", "metrics: [\n")
-	e := Start(t, "--config.dir="+dir, "--config.names=rl,rl2,rl3", "--programs=timers", "--web.enable-lifecycle", "--capabilities.keep=perfmon")
+	e := start("--config.dir="+dir, "--config.names=rl,rl2,rl3", "--programs=timers", "--web.enable-lifecycle")
+	pid := exporterPid(t, e)
+	checkCapEff := func(when string) {
+		if !dropped {
+			return
+		}
+		waitDropped(t, e)
+		if got := procCaps(t, fmt.Sprintf("/proc/%d/status", pid))["CapEff"]; got != 1<<capBPF {
+			t.Errorf("exporter CapEff %016x %s, want %016x (CAP_BPF alone)", got, when, uint64(1)<<capBPF)
+		}
+	}
+	checkCapEff("before the reload")
 	m := e.Scrape()
 	for _, c := range []string{"rl", "rl2", "timers"} {
 		if v := m.Value("kernel_exporter_config_up", L("config", c)); v != 1 {
@@ -129,13 +183,15 @@ func TestReload(t *testing.T) {
 	Eventually(t, 5*time.Second, func() bool {
 		return e.Scrape().Value("kernel_reload_kept_calls_total", self) >= calls
 	}, "rl2 did not count the %d getppid calls", calls)
-	pid := e.cmd.Process.Pid
 	before := progIDs(t, pid)
 
 	// Scrape back to back during the reload: timers' family is in each.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var scrapes, gaps int
+	var mu sync.Mutex
+	var sent time.Time
+	var swapped time.Duration // from SIGHUP to the first scrape of the new help
 	wg.Go(func() {
 		for {
 			select {
@@ -159,12 +215,22 @@ func TestReload(t *testing.T) {
 			if _, ok := fams["kernel_timer_starts_total"]; !ok {
 				gaps++
 			}
+			if f := fams["kernel_ttl_calls_total"]; f != nil && strings.Contains(f.GetHelp(), "new version") {
+				mu.Lock()
+				if swapped == 0 && !sent.IsZero() {
+					swapped = time.Since(sent)
+				}
+				mu.Unlock()
+			}
 		}
 	})
 	oldCount := e.Scrape().Value("kernel_ttl_calls_total", self)
 	writeProbeConfig(t, dir, "rl", reloadYAML("ttl_calls_total", "getppid calls (reload test, new version)"))
 	writeProbeConfig(t, dir, "rl3", reloadYAML("reload_late_calls_total", "getppid calls (reload test, fixed)"))
-	if err := e.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	mu.Lock()
+	sent = time.Now()
+	mu.Unlock()
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	Eventually(t, 20*time.Second, func() bool {
@@ -173,11 +239,12 @@ func TestReload(t *testing.T) {
 		f := m["kernel_ttl_calls_total"]
 		return f != nil && strings.Contains(f.GetHelp(), "new version") &&
 			m.Value("kernel_exporter_config_last_reload_success_timestamp_seconds", nil) > ts0
-	}, "rl's new version is not served after SIGHUP\n%s", e.Logs())
+	}, "rl's new version is not served after SIGHUP\n%s", e.Logs)
 	time.Sleep(500 * time.Millisecond) // scrapes after the swap too
 	close(stop)
 	wg.Wait()
-	t.Logf("%d scrapes during the reload, %d without timers' family", scrapes, gaps)
+	t.Logf("%d scrapes during the reload, %d without timers' family; new version served %v after SIGHUP (%s)",
+		scrapes, gaps, swapped.Round(time.Millisecond), logField(e.Logs(), "config reloaded", "took"))
 	if gaps > 0 || scrapes < 5 {
 		t.Fatalf("%d of %d scrapes during the reload lacked kernel_timer_starts_total (want 0 of at least 5)", gaps, scrapes)
 	}
@@ -208,6 +275,7 @@ func TestReload(t *testing.T) {
 	if !strings.Contains(e.Logs(), "config reloaded") {
 		t.Fatalf("no 'config reloaded' log line\n%s", e.Logs())
 	}
+	checkCapEff("after the reload")
 
 	// A broken YAML: the reload fails, rl's running version stays.
 	writeProbeConfig(t, dir, "rl", "metrics: [\n")

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package integration
 
 import (
@@ -103,6 +105,27 @@ func TestUIChromium(t *testing.T) {
 			t.Fatalf("no biolatency heatmap with %d samples in time; page status %q\n%s", samples, status, e.Logs())
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+
+	// A poll that finds no new sample (since = the page's last one) must
+	// merge as the page's own polls do: it got "deltas":null, and the page
+	// showed "error: h.deltas is not iterable".
+	empty, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+		for (let i = 0; i < 20; i++) {
+			const d = await (await fetch('data?since=' + st.seq, { cache: 'no-store' })).json();
+			if (d.first <= d.seq) continue; // a sample came in between: again
+			merge(d);
+			render();
+			return d.histograms.length + ' histograms, deltas ' + JSON.stringify(d.histograms.map(h => h.deltas));
+		}
+		return 'every poll found a new sample';
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("merging a poll with no new sample: %v", err)
+	}
+	t.Logf("poll with no new sample: %s", empty)
+	if !strings.Contains(empty, "deltas [[]") {
+		t.Errorf("poll with no new sample: %s, want histograms with empty deltas", empty)
 	}
 
 	type rect struct{ X, Y, W, H, PX, PY, PW, PH, VW float64 }

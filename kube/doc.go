@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kube names the Kubernetes pod and container a cgroup belongs to.
 //
 // The model has two steps, one local and one remote.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 import (
@@ -38,7 +40,9 @@ type CapSet uint64
 const (
 	CapDacReadSearch = 2
 	CapSetpcap       = 8
+	CapNetAdmin      = 12
 	CapSysAdmin      = 21
+	CapSysResource   = 24
 	CapSyslog        = 34
 	CapPerfmon       = 38
 	CapBPF           = 39
@@ -238,6 +242,24 @@ func DropCapabilities(keep CapSet) (CapDrop, error) {
 // CAP_BPF unless target holds it. The privileged helper (package privsep)
 // uses it to keep its own set. Errors as DropCapabilities.
 func DropCapabilitiesTo(target CapSet) (CapDrop, error) {
+	return reduceCapabilities(target, false)
+}
+
+// PassOnCapabilities reduces every thread to the capabilities of target
+// it holds, kept only for a program it executes: they stay in the
+// permitted, inheritable and ambient sets (and the bounding set, as
+// DropCapabilitiesTo leaves it), the effective set is emptied, and
+// no_new_privs is set. A child it executes then starts with exactly those
+// capabilities, as root (the permitted set bounds it under no_new_privs)
+// or not (the ambient set). The privileged helper's supervisor, which
+// makes no privileged call itself, uses it. Errors as DropCapabilities.
+func PassOnCapabilities(target CapSet) (CapDrop, error) {
+	return reduceCapabilities(target, true)
+}
+
+// reduceCapabilities is DropCapabilitiesTo, or with passOn
+// PassOnCapabilities.
+func reduceCapabilities(target CapSet, passOn bool) (CapDrop, error) {
 	r := CapDrop{Target: target}
 	before, err := CurrentCapabilities()
 	if err != nil {
@@ -267,12 +289,25 @@ func DropCapabilitiesTo(target CapSet) (CapDrop, error) {
 	// The exporter runs no program: nothing needs to be inheritable, and
 	// an empty inheritable set also empties the ambient set.
 	var inh CapSet
+	if passOn {
+		// Inheritable and ambient for the program executed; nothing
+		// effective here.
+		eff, inh = 0, perm
+	}
 	data[0] = unix.CapUserData{Effective: uint32(eff), Permitted: uint32(perm), Inheritable: uint32(inh)}
 	data[1] = unix.CapUserData{Effective: uint32(eff >> 32), Permitted: uint32(perm >> 32), Inheritable: uint32(inh >> 32)}
 	// AllThreadsSyscall is //go:uintptrescapes: the pointers stay valid
 	// through the call.
 	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
 		return r, fmt.Errorf("capset on all threads: %w", e)
+	}
+	if passOn {
+		for v := uint64(perm); v != 0; v &= v - 1 {
+			n := bits.TrailingZeros64(v)
+			if _, _, e := syscall.AllThreadsSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(n), 0, 0, 0); e != 0 {
+				return r, fmt.Errorf("raise %s in the ambient set: %w", CapName(n), e)
+			}
+		}
 	}
 	after, err := CurrentCapabilities()
 	if err != nil {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 // Naming what an older kernel lacks when it refuses an object. The verifier
@@ -125,3 +127,13 @@ type lackingError struct {
 
 func (e *lackingError) Error() string   { return e.msg }
 func (e *lackingError) Unwrap() []error { return []error{ErrUnsupported, e.cause} }
+
+// explainedError is a load failure told in words of its own that keeps
+// the original error (an *ebpf.VerifierError) for errors.Is and As.
+type explainedError struct {
+	msg   string
+	cause error
+}
+
+func (e *explainedError) Error() string { return e.msg }
+func (e *explainedError) Unwrap() error { return e.cause }

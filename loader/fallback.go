@@ -1,7 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -167,7 +168,7 @@ func loadAlternatives(spec *ebpf.CollectionSpec, cfg *config.Config, opts Option
 			if best != nil {
 				best.Close()
 			}
-			return &Object{Spec: spec, Alternatives: results}, noChoiceError(res)
+			return &Object{Spec: spec, Alternatives: results}, errNoChoice(res)
 		}
 	}
 	if best == nil {
@@ -189,14 +190,31 @@ func loadAlternatives(spec *ebpf.CollectionSpec, cfg *config.Config, opts Option
 	return best, nil
 }
 
-// noChoiceError says why every choice of a group failed.
-func noChoiceError(a Alternative) error {
+// noChoiceError says why every choice of a group failed. Each choice's
+// error stays in its chain (Unwrap), so that errors.Is(err, ErrUnsupported)
+// and errors.As(err, **ebpf.VerifierError) see through it as they do for a
+// config without alternatives.
+type noChoiceError struct {
+	msg  string
+	errs []error
+}
+
+func (e *noChoiceError) Error() string   { return e.msg }
+func (e *noChoiceError) Unwrap() []error { return e.errs }
+
+// errNoChoice returns the noChoiceError of group a.
+func errNoChoice(a Alternative) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "alternatives %q: no choice works on this kernel", a.Name)
+	e := &noChoiceError{}
 	for i, c := range a.Choices {
 		fmt.Fprintf(&b, "; %s: %v", c, a.Errors[i])
+		if a.Errors[i] != nil {
+			e.errs = append(e.errs, a.Errors[i])
+		}
 	}
-	return errors.New(b.String())
+	e.msg = b.String()
+	return e
 }
 
 // loadSubset loads a copy of spec with only the programs in keep, as a

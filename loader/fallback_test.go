@@ -1,13 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
 func testSpec(sections map[string]string) *ebpf.CollectionSpec {
@@ -110,7 +116,7 @@ func TestNoChoiceError(t *testing.T) {
 	a := Alternative{Name: "hook", Choices: []string{"e+x", "k+r"}, Chosen: -1,
 		Errors: []error{errors.New("load: fentry/fexit not supported by this kernel"), errors.New("attach kprobe/f: kprobes not supported by this kernel")}}
 	want := `alternatives "hook": no choice works on this kernel; e+x: load: fentry/fexit not supported by this kernel; k+r: attach kprobe/f: kprobes not supported by this kernel`
-	if got := noChoiceError(a).Error(); got != want {
+	if got := errNoChoice(a).Error(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	if a.ChosenName() != "" {
@@ -119,6 +125,56 @@ func TestNoChoiceError(t *testing.T) {
 	a.Chosen = 1
 	if a.ChosenName() != "k+r" {
 		t.Errorf("ChosenName = %q", a.ChosenName())
+	}
+}
+
+// TestNoChoiceErrorChain checks that the error of a group where no choice
+// works keeps each choice's error in its chain: a verifier rejection the
+// kernel really gave (errors.As to *ebpf.VerifierError, errors.Is to its
+// errno) and a kind the kernel lacks (errors.Is ErrUnsupported), as
+// loadAlternatives builds it and as the exporter wraps it. Before, the
+// choices' errors were flattened into the text and neither held.
+func TestNoChoiceErrorChain(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "needs root to have the verifier reject a program")
+	}
+	// R2 is read before it is written: every kernel's verifier refuses it.
+	spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"bad": {
+		Name: "bad", Type: ebpf.SocketFilter, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Reg(asm.R0, asm.R2), asm.Return()},
+	}}}
+	coll, err := ebpf.NewCollection(spec)
+	if err == nil {
+		coll.Close()
+		t.Fatal("the verifier accepted a read of an uninitialised register")
+	}
+	verr := loadError(spec, err)
+	var ve *ebpf.VerifierError
+	if !errors.As(verr, &ve) || !strings.HasPrefix(verr.Error(), "load: verifier rejected program: ") {
+		t.Fatalf("loadError(%v) = %q: not a *ebpf.VerifierError, or not explained", err, verr)
+	}
+	a := Alternative{Name: "hook", Choices: []string{"bad", "k"}, Chosen: -1, Errors: []error{
+		verr,
+		fmt.Errorf("attach kprobe/f: %w", fmt.Errorf("kprobes %w", ErrUnsupported)),
+	}}
+	got := fmt.Errorf("programs/x.bpf.o: %w", errNoChoice(a))
+	ve = nil
+	if !errors.As(got, &ve) || ve.Cause == nil {
+		t.Errorf("errors.As(%q, *ebpf.VerifierError) = false", got)
+	} else if !errors.Is(got, ve.Cause) {
+		t.Errorf("errors.Is(err, %v) = false", ve.Cause)
+	}
+	if !errors.Is(got, ErrUnsupported) {
+		t.Errorf("errors.Is(%q, ErrUnsupported) = false", got)
+	}
+	if want := `alternatives "hook": no choice works on this kernel; bad: load: verifier rejected program: `; !strings.Contains(got.Error(), want) {
+		t.Errorf("text %q lacks %q", got, want)
+	}
+	// Only the choices that failed (an optional group's nil errors are
+	// not in the chain).
+	a.Errors[1] = nil
+	if errors.Is(errNoChoice(a), ErrUnsupported) {
+		t.Error("a nil choice error is in the chain")
 	}
 }
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package loader turns a program's BPF object into running kernel programs.
 //
 // The model: an Object is one config's <name>.bpf.o. Load parses the ELF into
@@ -42,6 +44,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 	"github.com/kernel-exporter/kernel_exporter/usdt"
 )
 
@@ -155,7 +158,7 @@ func (e *parseError) Error() string { return e.msg }
 func (e *parseError) Unwrap() error { return e.err }
 
 // sanitizeParseError keeps the parser's message, but without debug/elf's
-// quoted values, cut to maxParseError bytes of printable ASCII.
+// quoted values, cut to maxParseError bytes of printable text.
 func sanitizeParseError(err error) error {
 	msg := err.Error()
 	if m, ok := usdt.FormatErrorText(err); ok {
@@ -164,23 +167,10 @@ func sanitizeParseError(err error) error {
 	return &parseError{msg: sanitize(msg), err: err}
 }
 
-// sanitize returns s cut to maxParseError bytes, with bytes outside
-// printable ASCII written as \xNN.
+// sanitize returns s, a name or message from a parsed object, safe to
+// show (printable.String) and cut to maxParseError bytes.
 func sanitize(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if b.Len() >= maxParseError {
-			b.WriteString("...")
-			break
-		}
-		c := s[i]
-		if c >= 0x20 && c < 0x7f {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "\\x%02x", c)
-		}
-	}
-	return b.String()
+	return printable.Cut(s, maxParseError)
 }
 
 var memlockOnce sync.Once
@@ -360,18 +350,25 @@ func loadError(spec *ebpf.CollectionSpec, err error) error {
 		if why := explainVerifier(ve.Log); why != "" {
 			return &lackingError{fmt.Sprintf("load: %s: verifier rejected program: %v; verifier log tail:\n  %s", why, ve.Cause, tail), err}
 		}
-		return fmt.Errorf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, tail)
+		return &explainedError{fmt.Sprintf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, tail), err}
 	}
 	if why := explainMapCreate(spec, err); why != "" {
 		return &lackingError{fmt.Sprintf("load: %s: %v", why, err), err}
 	}
 	if isPermission(err) {
+		perr, lacking := permissionError(spec, err)
+		if lacking {
+			return perr // a capability is missing: that is the cause
+		}
 		for _, ps := range spec.Programs {
 			if kind(ps.SectionName) == "fentry" || kind(ps.SectionName) == "fexit" {
 				// Memlock is already lifted: drop cilium/ebpf's hint about it.
-				msg := strings.Replace(err.Error(), " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)", "", 1)
+				msg := strings.Replace(err.Error(), memlockHint, "", 1)
 				return fmt.Errorf("load: fentry/fexit %w: %s", ErrUnsupported, msg)
 			}
+		}
+		if perr != nil {
+			return perr
 		}
 	}
 	return fmt.Errorf("load: %w", err)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 import (
@@ -122,6 +124,10 @@ func perfOpenError(ev perfSpec, cpu int, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// OnlineCPUs lists the online CPUs from /sys/devices/system/cpu/online
+// (e.g. "0-3,5").
+func OnlineCPUs() ([]int, error) { return onlineCPUs() }
+
 // onlineCPUs lists the online CPUs from /sys/devices/system/cpu/online
 // (e.g. "0-3,5").
 func onlineCPUs() ([]int, error) {
@@ -167,4 +173,39 @@ func parseCPUList(s string) ([]int, error) {
 		return nil, fmt.Errorf("empty CPU list %q", s)
 	}
 	return cpus, nil
+}
+
+// PerfEvent is one perf event for AttachPerfEvent: perf_event_attr's type
+// and config, sampled Frequency times a second on each CPU, named in
+// errors by Name ("software event cpu-clock").
+type PerfEvent struct {
+	Type      uint32
+	Config    uint64
+	Frequency uint64
+	Name      string
+}
+
+// AttachPerfEvent opens ev on every online CPU for every process, attaches
+// prog (a perf_event program) to each and enables them, as a config's
+// perf_events are (CPUs that come online later are not covered). Closing
+// the link detaches prog and closes the events. An event the machine lacks
+// (hardware events without a PMU) fails with an error wrapping
+// ErrUnsupported; on any error nothing stays open.
+func AttachPerfEvent(prog *ebpf.Program, ev PerfEvent) (link.Link, error) {
+	if ev.Frequency == 0 || ev.Frequency > maxPerfFrequency {
+		return nil, fmt.Errorf("perf %s: frequency %d: must be 1 to %d", ev.Name, ev.Frequency, maxPerfFrequency)
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	s := perfSpec{typ: ev.Type, config: ev.Config, frequency: ev.Frequency, what: ev.Name}
+	ml := &multiLink{}
+	for _, cpu := range cpus {
+		if err := attachPerfEvent(s, cpu, prog, ml); err != nil {
+			ml.Close()
+			return nil, err
+		}
+	}
+	return ml, nil
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 import (
@@ -36,11 +38,23 @@ func countingProgram(t *testing.T, spec ebpf.ProgramSpec) (*ebpf.Program, *ebpf.
 	}
 	t.Cleanup(func() { m.Close() })
 	spec.License = "GPL"
-	spec.Instructions = asm.Instructions{
-		asm.LoadMapPtr(asm.R1, m.FD()),
+	spec.Instructions = countInstructions(asm.LoadMapPtr(asm.R1, m.FD()), 0)
+	p, err := ebpf.NewProgram(&spec)
+	if err != nil {
+		t.Fatalf("load %v program: %v", spec.Type, err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, m
+}
+
+// countInstructions add one to slot of the u64 array map that load puts
+// in R1, and return 0.
+func countInstructions(load asm.Instruction, slot int32) asm.Instructions {
+	return asm.Instructions{
+		load,
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -4),
-		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
+		asm.StoreImm(asm.RFP, -4, int64(slot), asm.Word),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "out"),
 		asm.Mov.Imm(asm.R1, 1),
@@ -48,12 +62,23 @@ func countingProgram(t *testing.T, spec ebpf.ProgramSpec) (*ebpf.Program, *ebpf.
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
 		asm.Return(),
 	}
-	p, err := ebpf.NewProgram(&spec)
-	if err != nil {
-		t.Fatalf("load %v program: %v", spec.Type, err)
+}
+
+// runChild runs test of this binary with env set (the test then knows
+// it is the child) and returns its output, failing t unless root or
+// when the child fails.
+func runChild(t *testing.T, test, env string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.SkipOrFail(t, "needs root to load programs and drop capabilities")
 	}
-	t.Cleanup(func() { p.Close() })
-	return p, m
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	return string(out)
 }
 
 // TestRelinkChild is the child of TestRelinkCapBPFOnly: it loads a program
@@ -133,17 +158,9 @@ func TestRelinkChild(t *testing.T) {
 // opened elsewhere link, and the program then runs; a tracepoint opened by
 // the process itself and the other perf-event kinds are refused.
 func TestRelinkCapBPFOnly(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.SkipOrFail(t, "needs root to load programs")
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRelinkChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "KE_RELINK_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
+	out := runChild(t, "TestRelinkChild", "KE_RELINK_CHILD")
 	var rep relinkReport
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		if j, ok := strings.CutPrefix(line, "REPORT "); ok {
 			if err := json.Unmarshal([]byte(j), &rep); err != nil {
 				t.Fatal(err)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package loader
 
 // Objects built with libbpf's <bpf/usdt.bpf.h> (ebpf_exporter's usdt

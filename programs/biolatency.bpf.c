@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -32,15 +32,49 @@
  *
  * Requests in flight: their issue time sits in bio_start (ARRAY, 4096 slots
  * of struct inflight, 16 bytes), at a slot derived from the request's queue
- * id, hardware queue and driver tag (the verifier forbids hashing the
- * pointer itself). A queue's tags are handed out low first, so its requests
- * share a few hot cache lines, and an array lookup is inlined by the
- * verifier. When a slot already holds another request (two queues whose
- * slots overlap, or a request whose completion was never seen), that request
- * moves to bio_start_overflow (LRU_HASH keyed by request address), where its
+ * id, hardware queue and the tag the request keeps from allocation to free
+ * (the verifier forbids hashing the pointer itself): its scheduler tag
+ * (rq->internal_tag) when the queue has an I/O scheduler, else its driver
+ * tag (rq->tag). The address of a request is that of its tag's preallocated
+ * struct request, so one address always maps to one slot. The driver tag of
+ * a queue with a scheduler does not stay: it is taken at dispatch and given
+ * back when the driver requeues the request (BLK_STS_RESOURCE or
+ * BLK_STS_DEV_RESOURCE, e.g. a full virtqueue; block_rq_requeue already
+ * sees rq->tag == -1) and after the data step of a flush sequence. Keyed by
+ * it, a requeued request would be issued again into another slot, leaving
+ * its first issue time behind, and a flush sequence's final completion
+ * (rq->tag == -1) would look in a slot not its own. A queue's
+ * tags are handed out low first, so its requests share a few hot cache
+ * lines, and an array lookup is inlined by the verifier. When a slot holds
+ * another request (two queues whose slots overlap), that request moves to
+ * bio_start_overflow (LRU_HASH keyed by request address), where its
  * completion still finds it and from where the LRU ages out the ones that
  * never complete. A collision that races with a completion on another CPU
  * can lose that one sample.
+ *
+ * A start is only ever matched with the request it was taken for: it must
+ * not predate rq->start_time_ns, which the block layer sets when the
+ * request is allocated or its accounting starts (before any issue), with a
+ * scheduler or with iostats on (0 otherwise, when the check cannot fire,
+ * but the driver tag is then the allocation tag, which does not change).
+ * A start older than the request found for it belongs to an earlier
+ * request at the same address whose completion was not seen. The next
+ * issue of that address overwrites it; a completion that finds it (one
+ * without an issue of its own, see below) drops it and counts reason
+ * stale_start in ke_dropped (include/kernel_exporter/drops.bpf.h,
+ * kernel_exporter_bpf_dropped_total{config,reason}). A request the driver
+ * handed back (requeued) is issued again into its own slot, and its
+ * latency counts from the last issue, as bcc's biolatency does. Issue
+ * checks nothing more: reading start_time_ns there, on each re-issue (a
+ * third of the issues under heavy writes here), cost about 40 ns a run.
+ * Completions without a start are not counted: requests issued before the
+ * program was attached, the second completion of a flush sequence's data
+ * request (blk_flush_complete_seq ends it again once the post-flush is
+ * done) and flush-only requests, which the flush machinery completes
+ * without issuing them (their flush is the REQ_OP_FLUSH request, timed as
+ * operation 2). That is what libbpf-tools' biolatency counts too. No age
+ * bound drops old starts: virtio-blk has no timeout handler and lets a
+ * request run past the queue's timeout, and such a latency is real.
  *
  * Cost (make bench-overhead, biolatency alone, 2-CPU VM, bpf stats on):
  * reading rq and disk fields with direct loads instead of
@@ -51,18 +85,22 @@
  * block_rq_complete from 486-506 to 296-333 ns (four runs each). Without
  * the read of the slot's occupant at issue (and so without the overflow)
  * issue ran in 117-130 ns, but colliding requests lost their samples.
+ * Keying by the kept tag added a load, a sign extension and a branch to
+ * both hooks, and the check of start_time_ns a load and a compare to the
+ * completion; neither was measurable (docs/performance.md).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "kernel_exporter/maps.bpf.h"
+#include "kernel_exporter/drops.bpf.h"
 
 #define MAX_BUCKET	26
 #define REQ_OP_MASK	0xff	/* (1 << REQ_OP_BITS) - 1, REQ_OP_BITS == 8 */
 #define MINORBITS	20	/* kernel dev_t: major << 20 | minor */
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct bio_key {
 	__u32 device;
@@ -99,8 +137,12 @@ static __always_inline __u32 inflight_slot(struct request *rq)
 {
 	/* A multiplicative hash spreads queues; tags stay adjacent. */
 	__u32 queue = (__u32)rq->q->id << 10 ^ rq->mq_hctx->queue_num;
+	/* The tag kept from allocation to free (see above); -1: none. */
+	int tag = rq->internal_tag;
 
-	return ((queue * 2654435761U >> 20) + (__u32)rq->tag) & (INFLIGHT_SLOTS - 1);
+	if (tag < 0)
+		tag = rq->tag;
+	return ((queue * 2654435761U >> 20) + (__u32)tag) & (INFLIGHT_SLOTS - 1);
 }
 
 struct {
@@ -120,6 +162,10 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 	if (!f)
 		return 0;
 	old = f->rq;
+	/*
+	 * Another queue's request moves to the overflow; the same one, issued
+	 * again after a requeue, just gets its new start.
+	 */
 	if (old && old != (__u64)rq)
 		ke_update(&bio_start_overflow, &old, &f->ts, BPF_ANY);
 	f->ts = bpf_ktime_get_ns();
@@ -144,9 +190,13 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error,
 	} else {
 		moved = bpf_map_lookup_elem(&bio_start_overflow, &id);
 		if (!moved)
-			return 0; /* issued before we were attached */
+			return 0; /* not issued, or before we were attached */
 		start = *moved;
 		bpf_map_delete_elem(&bio_start_overflow, &id);
+	}
+	if (start < rq->start_time_ns) {
+		ke_drop("stale_start"); /* an earlier request at this address */
+		return 0;
 	}
 	delta_us = (bpf_ktime_get_ns() - start) / 1000;
 

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -29,7 +29,7 @@
 #include <bpf/bpf_tracing.h>
 #include "kernel_exporter/maps.bpf.h"
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define MAX_SLOT 36
 

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -56,7 +56,7 @@
 #define ETH_P_8021AD	0x88A8
 #define ETH_P_OTHER	0xFFFF	/* ours: any other EtherType */
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct drop_key {
 	__u32 reason;

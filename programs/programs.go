@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package programs embeds the bundled BPF programs: for each name, a
 // compiled CO-RE object <name>.bpf.o and its config <name>.yaml, built from
 // <name>.bpf.c by "make bpf". See docs/programs.md for what each one measures.

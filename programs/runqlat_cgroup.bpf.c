@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -50,7 +50,7 @@
 #define MAX_CGROUPS	256
 #define TASK_RUNNING	0
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct runq_cg_key {
 	__u64 cgroup;

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -46,7 +46,7 @@
 
 #define EPHEMERAL_MIN	32768
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct retrans_key {
 	__u16 port;

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 // (The build constraint above keeps the Go tool from treating this BPF C file
@@ -57,7 +57,7 @@
 #define NR_STATES	14	/* 0 .. TCP_BOUND_INACTIVE (13) */
 #define IPPROTO_TCP_	6
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct transition_key {
 	__u8 from;

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package selfprobe lets BPF programs hook the exporter itself, as
 // cloudflare/ebpf_exporter's section uprobe//proc/self/exe:post_attach_mark
 // does: a uprobe on a function that the exporter calls right after it has

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package spans turns the records of BPF ring buffers into OpenTelemetry
 // spans and exports them over OTLP (the tracing: section of a config, as in
 // cloudflare/ebpf_exporter v2).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package spans
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -20,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/otlpenv"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // DefaultService is the service.name of spans whose config sets no service
@@ -66,6 +70,45 @@ type Sink struct {
 	tracers   map[string]trace.Tracer
 	readers   map[*Reader]struct{}
 	lastErr   time.Time
+}
+
+// Destination says where spans go under the environment the Sink reads:
+// "OTLP http/protobuf to http://collector:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)",
+// "stdout (OTEL_TRACES_EXPORTER=console)", or why they go nowhere. set is
+// false when nothing sends them anywhere on purpose: OTEL_TRACES_EXPORTER
+// is none, or it is otlp (the default) with no
+// OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, so that the SDK tries its default,
+// localhost, where usually nothing listens. An endpoint is shown without
+// its user information; a variable with a bad value is named, set false.
+func Destination() (where string, set bool) {
+	switch v := os.Getenv("OTEL_TRACES_EXPORTER"); v {
+	case "", "otlp":
+	case "none":
+		return "nowhere: OTEL_TRACES_EXPORTER=none (spans are decoded and counted, not sent)", false
+	case "console":
+		return "stdout (OTEL_TRACES_EXPORTER=console)", true
+	default:
+		return "nowhere: OTEL_TRACES_EXPORTER=" + printable.Quote(v, 32) + " is not otlp, console or none", false
+	}
+	proto, err := otlpenv.Protocol("TRACES")
+	if err != nil {
+		return "nowhere: " + err.Error(), false
+	}
+	name, value := otlpenv.Endpoint("TRACES")
+	if name == "" {
+		port := "4318"
+		if proto == otlpenv.GRPC {
+			port = "4317"
+		}
+		return "nowhere set: neither OTEL_EXPORTER_OTLP_TRACES_ENDPOINT nor OTEL_EXPORTER_OTLP_ENDPOINT is set, so the OTLP default, localhost:" + port + ", is tried", false
+	}
+	if u, err := url.Parse(value); err == nil && u.Host != "" {
+		u.User = nil
+		value = u.Redacted()
+	} else {
+		value = printable.Quote(value, 64)
+	}
+	return "OTLP " + proto + " to " + value + " (" + name + ")", true
 }
 
 // NewSink returns a Sink that has built nothing yet.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package spans
 
 import (
@@ -309,5 +311,35 @@ func TestSinkEnv(t *testing.T) {
 	r.Close()
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestDestination checks what Destination says for each environment: a
+// destination only when OTEL_TRACES_EXPORTER is console or an OTLP
+// endpoint is set, the endpoint without its user information.
+func TestDestination(t *testing.T) {
+	for _, tc := range []struct {
+		exporter, proto, endpoint, tracesEndpoint string
+		want                                      string
+		set                                       bool
+	}{
+		{"", "", "", "", "nowhere set: neither OTEL_EXPORTER_OTLP_TRACES_ENDPOINT nor OTEL_EXPORTER_OTLP_ENDPOINT is set, so the OTLP default, localhost:4318, is tried", false},
+		{"otlp", "grpc", "", "", "localhost:4317, is tried", false},
+		{"none", "", "http://c:4318", "", "nowhere: OTEL_TRACES_EXPORTER=none", false},
+		{"jaeger", "", "http://c:4318", "", `nowhere: OTEL_TRACES_EXPORTER="jaeger" is not otlp, console or none`, false},
+		{"", "thrift", "http://c:4318", "", `nowhere: OTEL_EXPORTER_OTLP_PROTOCOL="thrift"`, false},
+		{"console", "", "", "", "stdout (OTEL_TRACES_EXPORTER=console)", true},
+		{"", "", "http://user:secret@collector:4318", "", "OTLP http/protobuf to http://collector:4318 (OTEL_EXPORTER_OTLP_ENDPOINT)", true},
+		{"", "grpc", "http://all:4317", "https://traces:4317", "OTLP grpc to https://traces:4317 (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)", true},
+	} {
+		t.Setenv("OTEL_TRACES_EXPORTER", tc.exporter)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.proto)
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "")
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.endpoint)
+		t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", tc.tracesEndpoint)
+		got, set := Destination()
+		if !strings.Contains(got, tc.want) || set != tc.set || strings.Contains(got, "secret") {
+			t.Errorf("%+v: Destination() = %q, %v; want %q, %v", tc, got, set, tc.want, tc.set)
+		}
 	}
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package term
 
 import (
@@ -10,6 +12,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
@@ -111,8 +114,8 @@ func list(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// quote quotes a value from outside for an error message, cut to 100 bytes
-// of its quoted form.
+// quote quotes a value from outside for an error message, cut to 100
+// bytes.
 func quote(s string) string {
-	return Truncate(fmt.Sprintf("%q", s), 100)
+	return printable.Quote(s, 100)
 }

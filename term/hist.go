@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package term
 
 import (
@@ -9,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // BarWidth is the width of a distribution bar, in '*', for the largest
@@ -210,7 +213,7 @@ func LabelHeader(names, values []string) string {
 func joinLabels(names, values []string, eq, sep string) string {
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = Printable(n) + eq + labelValue(values[i])
+		parts[i] = printable.String(n) + eq + labelValue(values[i])
 	}
 	return strings.Join(parts, sep)
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package term
 
 import (
@@ -13,6 +15,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // Exit codes returned by Run.
@@ -85,7 +88,7 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 	}
 	for _, st := range exp.Status.States() {
 		if !st.Up {
-			return fail("config %s (%s) failed: %s", Printable(st.Name), Printable(st.Source), Printable(st.Reason))
+			return fail("config %s (%s) failed: %s", printable.String(st.Name), printable.String(st.Source), printable.String(st.Reason))
 		}
 	}
 	if o.AfterLoad != nil {
@@ -104,7 +107,7 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 		names[i] = f.Name
 	}
 	if o.Command == CommandTop {
-		return runTop(ctx, exp, o, names, snap, fail)
+		return runTop(ctx, exp, o, names, snap)
 	}
 	return runHist(ctx, exp, o, names, snap, fail)
 }
@@ -149,7 +152,7 @@ func selectFamilies(command, program, metric string, fams []*collector.Family) (
 			continue
 		}
 		all = append(all, f)
-		names = append(names, Printable(f.Name))
+		names = append(names, printable.String(f.Name))
 		if f.Name == metric || strings.HasSuffix(f.Name, "_"+metric) {
 			chosen = append(chosen, f)
 		}
@@ -158,7 +161,7 @@ func selectFamilies(command, program, metric string, fams []*collector.Family) (
 	case len(all) == 0:
 		var others []string
 		for _, f := range fams {
-			others = append(others, Printable(f.Name))
+			others = append(others, printable.String(f.Name))
 		}
 		return nil, fmt.Errorf("program %s has no %s metric (its metrics: %s)", program, what, list(others))
 	case metric == "":
@@ -203,9 +206,9 @@ func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []str
 		var b strings.Builder
 		now := o.Now().Format(time.TimeOnly)
 		for _, f := range pick(snap, names) {
-			fmt.Fprintf(&b, "%s %s\n", now, Printable(f.Name))
+			fmt.Fprintf(&b, "%s %s\n", now, printable.String(f.Name))
 			if f.Err != nil {
-				fmt.Fprintf(&b, "(map read failed: %s)\n\n", Printable(f.Err.Error()))
+				fmt.Fprintf(&b, "(map read failed: %s)\n\n", printable.String(f.Err.Error()))
 				continue
 			}
 			_ = WriteHist(&b, f, h.Interval(f))
@@ -218,47 +221,87 @@ func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []str
 	return ExitOK
 }
 
-func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot, fail func(string, ...any) int) int {
-	var r Rates
-	last := o.Now()
-	r.Rows(pick(snap, names), 0)
-	_, _, tty := Size(o.Stdout)
+func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot) int {
+	v := &countersView{exp: exp, program: o.Program, names: names, interval: o.Interval, base: snap}
+	return Redraw(ctx, RedrawOptions{Name: o.Program, Interval: o.Interval, Count: o.Count, Stdout: o.Stdout, Stderr: o.Stderr, Now: o.Now}, v)
+}
+
+// countersView is the View of top <program>: its counters by rate.
+type countersView struct {
+	exp      *exporter.Exporter
+	program  string
+	names    []string
+	interval time.Duration
+	base     *collector.Snapshot
+	r        Rates
+}
+
+func (v *countersView) Baseline() error {
+	v.r.Rows(pick(v.base, v.names), 0)
+	v.base = nil
+	return nil
+}
+
+func (v *countersView) Frame(w io.Writer, now time.Time, elapsed time.Duration, height, width int) error {
+	snap := read(v.exp, v.program)
+	if snap == nil {
+		return fmt.Errorf("config %s is no longer up", v.program)
+	}
+	rows := v.r.Rows(pick(snap, v.names), elapsed)
+	return WriteTop(w, TopHeader{Program: v.program, Interval: v.interval, Time: now}, rows, height, width)
+}
+
+// Screen shows frames, each redrawn in place of the last on a terminal
+// (the alternate screen, left on Close so that the shell's screen comes
+// back as it was), or one after the other, a blank line apart, when the
+// output is not a terminal. top and top cpu draw with it.
+type Screen struct {
+	w      io.Writer
+	tty    bool
+	frames int
+}
+
+// NewScreen starts drawing on w: on a terminal it enters the alternate
+// screen and shows title until the first frame.
+func NewScreen(w io.Writer, title string) *Screen {
+	_, _, tty := Size(w)
+	s := &Screen{w: w, tty: tty}
 	if tty {
-		io.WriteString(o.Stdout, enterScreen+clearScreen)
-		fmt.Fprintf(o.Stdout, "kernel_exporter top %s  interval %v: measuring the first interval...\n", Printable(o.Program), o.Interval)
-		defer io.WriteString(o.Stdout, leaveScreen)
+		io.WriteString(w, enterScreen+clearScreen)
+		io.WriteString(w, title+"\n")
 	}
-	t := time.NewTicker(o.Interval)
-	defer t.Stop()
-	for n := 0; o.Count == 0 || n < o.Count; n++ {
-		if !tick(ctx, t) {
-			return ExitOK
-		}
-		now := o.Now()
-		if snap = read(exp, o.Program); snap == nil {
-			return fail("config %s is no longer up", o.Program)
-		}
-		rows := r.Rows(pick(snap, names), now.Sub(last))
-		last = now
-		height, width, tty := Size(o.Stdout)
-		var b strings.Builder
-		if tty {
-			b.WriteString(clearScreen)
-		} else if n > 0 {
-			b.WriteByte('\n')
-		}
-		_ = WriteTop(&b, TopHeader{Program: o.Program, Interval: o.Interval, Time: now}, rows, height, width)
-		out := b.String()
-		if tty {
-			// No newline after the last line: on the bottom row it
-			// would scroll the frame's header away.
-			out = strings.TrimSuffix(out, "\n")
-		}
-		if _, err := io.WriteString(o.Stdout, out); err != nil {
-			return fail("write: %v", err)
-		}
+	return s
+}
+
+// Size returns the height and width a frame may take (see Size).
+func (s *Screen) Size() (rows, cols int) {
+	rows, cols, _ = Size(s.w)
+	return rows, cols
+}
+
+// Draw shows frame (lines ending in "\n", which a terminal in its normal
+// mode turns into CR LF).
+func (s *Screen) Draw(frame string) error {
+	var b strings.Builder
+	if s.tty {
+		b.WriteString(clearScreen)
+		// No newline after the last line: on the bottom row it would
+		// scroll the frame's header away.
+		frame = strings.TrimSuffix(frame, "\n")
+	} else if s.frames > 0 {
+		b.WriteByte('\n')
 	}
-	return ExitOK
+	b.WriteString(frame)
+	s.frames++
+	_, err := io.WriteString(s.w, b.String())
+	return err
+}
+
+// Close leaves the alternate screen.
+func (s *Screen) Close() {
+	if s.tty {
+		io.WriteString(s.w, leaveScreen)
+	}
 }
 
 // Size returns the height and width of the terminal w writes to (TIOCGWINSZ)

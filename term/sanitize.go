@@ -1,50 +1,16 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package term
 
 import (
-	"fmt"
-	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // MaxLabelWidth is the number of runes of a label value shown; longer values
 // are cut and end with "...".
 const MaxLabelWidth = 40
-
-// Printable returns s safe to write to a terminal: invalid UTF-8 bytes
-// become U+FFFD, control characters below U+0100 (C0, DEL, C1: ESC starts
-// every escape sequence, CSI is U+009B) are written as \xNN, and other
-// control or format characters (U+200B zero width space, U+202E right to
-// left override...) as \uNNNN. Printable characters are kept as they are.
-func Printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || !safe(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case safe(r):
-			b.WriteRune(r)
-		case r < 0x100:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return b.String()
-}
-
-// safe reports whether r may be written to a terminal as it is.
-func safe(r rune) bool {
-	return !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r) && r != '\u2028' && r != '\u2029'
-}
 
 // Truncate returns s cut to at most width runes, the last three of them
 // "..." when it was cut (width < 4: cut with no mark).
@@ -68,5 +34,5 @@ func Truncate(s string, width int) string {
 
 // labelValue is a label value as shown: printable, cut to MaxLabelWidth.
 func labelValue(v string) string {
-	return Truncate(Printable(v), MaxLabelWidth)
+	return Truncate(printable.String(v), MaxLabelWidth)
 }

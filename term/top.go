@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package term
 
 import (
@@ -12,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // TopRow is one counter series over one interval.
@@ -58,7 +61,7 @@ func (r *Rates) Rows(fams []*collector.Family, elapsed time.Duration) []TopRow {
 			if secs > 0 {
 				rate = (v - prev) / secs
 			}
-			rows = append(rows, TopRow{Metric: Printable(f.Name), Labels: labelPairs(f.LabelNames, f.LabelValues(i)), Rate: rate, Total: v})
+			rows = append(rows, TopRow{Metric: printable.String(f.Name), Labels: labelPairs(f.LabelNames, f.LabelValues(i)), Rate: rate, Total: v})
 		}
 	}
 	SortRows(rows)
@@ -92,6 +95,11 @@ type TopHeader struct {
 	Program  string
 	Interval time.Duration
 	Time     time.Time
+	// Columns names the rate, total, metric and labels columns; empty
+	// ones are RATE/s, TOTAL, METRIC and LABELS. Unit names the rows in
+	// the first line ("series" when empty).
+	Columns [4]string
+	Unit    string
 }
 
 // WriteTop writes one top frame of at most height lines, each cut to width
@@ -115,16 +123,26 @@ func WriteTop(w io.Writer, h TopHeader, rows []TopRow, height, width int) error 
 		}
 		b.WriteString(s + "\n")
 	}
-	line(fmt.Sprintf("kernel_exporter top %s  interval %v  %s  %d series", Printable(h.Program), h.Interval, h.Time.Format(time.TimeOnly), len(rows)))
+	cols := h.Columns
+	for i, d := range [4]string{"RATE/s", "TOTAL", "METRIC", "LABELS"} {
+		if cols[i] == "" {
+			cols[i] = d
+		}
+	}
+	unit := h.Unit
+	if unit == "" {
+		unit = "series"
+	}
+	line(fmt.Sprintf("kernel_exporter top %s  interval %v  %s  %d %s", printable.String(h.Program), h.Interval, h.Time.Format(time.TimeOnly), len(rows), unit))
 	show := rows
 	if len(rows) > height-2 {
 		show = rows[:height-3]
 	}
-	mw := len("METRIC")
+	mw := utf8.RuneCountInString(cols[2])
 	for _, r := range show {
 		mw = max(mw, utf8.RuneCountInString(r.Metric))
 	}
-	line(strings.TrimRight(fmt.Sprintf("%10s %13s  %-*s  %s", "RATE/s", "TOTAL", mw, "METRIC", "LABELS"), " "))
+	line(strings.TrimRight(fmt.Sprintf("%10s %13s  %-*s  %s", cols[0], cols[1], mw, cols[2], cols[3]), " "))
 	for _, r := range show {
 		line(strings.TrimRight(fmt.Sprintf("%10s %13s  %-*s  %s", strconv.FormatFloat(r.Rate, 'f', 1, 64), formatTotal(r.Total), mw, r.Metric, r.Labels), " "))
 	}

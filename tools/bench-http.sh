@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tools/bench-http.sh: whole scrapes over HTTP of a 10k-1M key BPF map, in
 # the text format, gzip-compressed and as protobuf, by kernel_exporter and,
 # optionally, by the reference exporter (BenchmarkHTTPScrape in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tools/bpf-build.sh: compile BPF C sources into CO-RE objects that are
 # byte-identical whoever builds them, from whatever checkout path.
 #

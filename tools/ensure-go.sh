@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Prints the path of a Go command that can build this module, installing one
 # when the machine has none. Used by the Makefile (GO := $(shell ...)).
 #
@@ -8,8 +9,10 @@
 # that apt offers (Ubuntu's own suites have one). Debian 12's own suites
 # stop at 1.19, so there it first adds bookworm-backports (golang-1.23),
 # whose apt source is derived from the machine's own Debian source (same
-# mirror, backports suite). All messages go to stderr: stdout is only the
-# path.
+# mirror, backports suite), in
+# /etc/apt/sources.list.d/kernel-exporter-backports.sources; both the source
+# and the packages stay (README says so). All messages go to stderr: stdout
+# is only the path.
 set -eu
 
 suitable() {
@@ -70,7 +73,10 @@ if [ -z "$v" ]; then
 	echo "ensure-go: apt offers no golang-1.21-go or newer: install Go >= 1.21 by hand" >&2
 	exit 1
 fi
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "golang-1.$v-go" >&2
+# Without Recommends (a C toolchain, pkgconf): the exporter builds with
+# CGO_ENABLED=0. ca-certificates: Go fetches go.mod's toolchain over HTTPS.
+echo "ensure-go: installing golang-1.$v-go (without Recommends)" >&2
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "golang-1.$v-go" ca-certificates >&2
 g=/usr/lib/go-1.$v/bin/go
 suitable "$g" || { echo "ensure-go: $g does not run" >&2; exit 1; }
 echo "$g"

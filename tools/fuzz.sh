@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # fuzz.sh: runs every Go fuzz target of the module (func FuzzXxx in a
 # *_test.go file) for FUZZ_TIME each (default 20s), one at a time, and
 # fails on the first crash. go test writes a crashing input to the package's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # heartbeat.sh CMD [ARG...]: runs CMD with its output passed through, and
 # prints a progress line whenever CMD has printed nothing for 30 s (go test
 # prints a package's results only when the package ends). Exits with CMD's

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # release.sh: writes the release into $DIST (make release sets every variable
 # below from the Makefile):
 #   kernel_exporter-$VERSION.linux-$ARCH.tar.gz  a directory of the same name
-#       with the static binary, README.md, LICENSE (when present) and deploy/
-#       (the systemd unit for /usr/local/bin and the sysusers file);
+#       with the static binary, README.md, the licences (LICENSE, LICENSES/,
+#       THIRD_PARTY_LICENSES: the Go modules linked in), deploy/ (the systemd
+#       unit for /usr/local/bin, the sysusers file, prometheus/ rules and
+#       grafana/ dashboard) and the kit for writing programs: include/ (the
+#       headers, a vmlinux.h per architecture) and examples/;
 #   kernel_exporter_$DEB_VERSION_$ARCH.deb       built with nfpm
-#       (deploy/nfpm.yaml, run as go run ...nfpm@$NFPM_VERSION);
+#       (deploy/nfpm.yaml, run as go run ...nfpm@$NFPM_VERSION): the same,
+#       with the licences in /usr/share/doc/kernel_exporter (copyright in
+#       Debian's machine-readable format) and the kit in
+#       /usr/share/kernel_exporter, where kernel_exporter new finds it;
 #   sha256sums.txt                                over all of the above.
 # Tarballs are reproducible: names sorted, owner root, mtime and gzip header
 # from SOURCE_DATE_EPOCH.
@@ -14,6 +21,19 @@ set -euo pipefail
 	"${NFPM_VERSION:?}" "${SOURCE_DATE_EPOCH:?}"
 
 root=$(pwd)
+
+# kit DEPLOY TOP: the rules and dashboard into DEPLOY/{prometheus,grafana},
+# the headers and examples into TOP/{include,examples} (tracked kinds of
+# file only: no build output).
+kit() {
+	mkdir -p "$1/prometheus" "$1/grafana" "$2/examples"
+	cp deploy/prometheus/*.yml deploy/prometheus/README.md "$1/prometheus/"
+	cp deploy/grafana/*.json deploy/grafana/README.md "$1/grafana/"
+	(find include -name '*.h' | while read -r h; do
+		mkdir -p "$2/$(dirname "$h")" && cp "$h" "$2/$h"
+	done)
+	cp examples/README.md examples/*.bpf.c examples/*.yaml "$2/examples/"
+}
 mkdir -p "$DIST"
 dist=$(cd "$DIST" && pwd)
 stage=$(mktemp -d)
@@ -27,9 +47,11 @@ for arch in $ARCHES; do
 	echo "release: go build linux/$arch"
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch "$GO" build -trimpath -ldflags "$LDFLAGS" \
 		-o "$dir/kernel_exporter" ./cmd/kernel_exporter
-	cp README.md "$dir/"
-	if [ -f LICENSE ]; then cp LICENSE "$dir/"; fi
+	cp README.md LICENSE "$dir/"
+	cp -r LICENSES "$dir/"
+	GOOS=linux GOARCH=$arch GO=$GO tools/third-party-licenses.sh "$dir/THIRD_PARTY_LICENSES"
 	cp deploy/kernel_exporter.service deploy/kernel_exporter.sysusers "$dir/deploy/"
+	kit "$dir/deploy" "$dir"
 	echo "release: $name.tar.gz"
 	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
 		-C "$stage" -cf - "$name" | gzip -n -9 >"$dist/$name.tar.gz"
@@ -39,7 +61,10 @@ for arch in $ARCHES; do
 	mkdir -p "$deb"
 	cp "$dir/kernel_exporter" README.md deploy/nfpm.yaml deploy/kernel_exporter.sysusers \
 		deploy/deb/kernel_exporter.default deploy/deb/postinst.sh deploy/deb/prerm.sh \
-		deploy/deb/postrm.sh "$deb/"
+		deploy/deb/postrm.sh deploy/deb/copyright "$dir/THIRD_PARTY_LICENSES" "$deb/"
+	kit "$deb/share" "$deb/share"
+	# nfpm takes a tree's directory times from the files: make them fixed.
+	find "$deb" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 	sed -e 's|^ExecStart=.*|EnvironmentFile=-/etc/default/kernel_exporter\nExecStart=/usr/bin/kernel_exporter $ARGS|' \
 		deploy/kernel_exporter.service >"$deb/kernel_exporter.service"
 	grep -q '^ExecStart=/usr/bin/kernel_exporter \$ARGS$' "$deb/kernel_exporter.service" || {

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package ui
 
 import (
@@ -95,7 +97,7 @@ func (s *Sampler) Data(since uint64) *Data {
 	s.Touch()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := &Data{Running: s.running, IntervalMS: Interval.Milliseconds(), Histograms: []HistData{}, Counters: []CounterData{}}
+	d := &Data{Running: s.running, IntervalMS: Interval.Milliseconds(), Times: []int64{}, Histograms: []HistData{}, Counters: []CounterData{}}
 	st := s.st
 	if st == nil || st.seq < st.firstSeq {
 		d.Seq = s.seq
@@ -125,7 +127,10 @@ func (s *Sampler) Data(since uint64) *Data {
 }
 
 func (m *histMetric) data(first, last uint64) HistData {
-	h := HistData{Config: m.Config, Name: m.Name, Help: m.Help, Upper: m.Upper}
+	// Empty arrays, never null, when no sample is new: the page appends
+	// them to what it has.
+	h := HistData{Config: m.Config, Name: m.Name, Help: m.Help, Upper: m.Upper,
+		Deltas: make([][]uint32, 0, last+1-first), Quantiles: make([]Floats, 0, last+1-first)}
 	for q := first; q <= last; q++ {
 		if q < m.born {
 			h.Deltas = append(h.Deltas, nil)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ui serves the live page at /ui/: for every histogram metric a
 // heatmap of the last ten minutes at one-second resolution, its current
 // distribution and p50, p99 and p99.9; for every counter metric its top

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package ui
 
 import (
@@ -10,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 //go:embed assets
@@ -73,7 +77,7 @@ func serveData(w http.ResponseWriter, r *http.Request, s *Sampler) {
 	if v := r.URL.Query().Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n > maxSince {
-			http.Error(w, fmt.Sprintf("query parameter since %q: want a sequence number from 0 to %d", truncate(v, 32), uint64(maxSince)), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("query parameter since %s: want a sequence number from 0 to %d", printable.Quote(v, 32), uint64(maxSince)), http.StatusBadRequest)
 			return
 		}
 		since = n
@@ -86,12 +90,4 @@ func serveData(w http.ResponseWriter, r *http.Request, s *Sampler) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write(b)
-}
-
-// truncate shortens a value echoed in an error.
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package ui
 
 import (
@@ -34,6 +36,11 @@ func TestHandler(t *testing.T) {
 		{"GET", "/ui/data", 200, "application/json", `"seq":1`},
 		{"GET", "/ui/data?since=0", 200, "application/json", `"deltas":[[2,0,0,0,0]]`},
 		{"GET", "/ui/data?since=1", 200, "application/json", `"first":2`},
+		// A poll that finds nothing new: empty arrays, never null (the
+		// page appends them: null made it fail with "h.deltas is not
+		// iterable").
+		{"GET", "/ui/data?since=1", 200, "application/json", `"t":[],`},
+		{"GET", "/ui/data?since=1", 200, "application/json", `"deltas":[],"quantiles":[],`},
 		{"GET", "/ui/data?since=-1", 400, "text/plain", `query parameter since "-1"`},
 		{"GET", "/ui/data?since=9007199254740993", 400, "text/plain", "from 0 to 9007199254740992"},
 		{"GET", "/ui/data?since=x", 400, "text/plain", "since"},

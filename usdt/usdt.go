@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package usdt reads the statically defined tracing probes (USDT) of an ELF
 // executable or shared library, as emitted by <sys/sdt.h> (SystemTap, also
 // used by DTrace-style probes in Python, PostgreSQL, MySQL, Node.js, libc,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package web serves the exporter over HTTP: metrics (exposition.Handler),
 // pprof when enabled, and the landing page at "/".
 //
@@ -5,12 +7,16 @@
 // up, down (of them over a budget) and loading; the series served and the
 // time the maps' last reads took, both from the last read of each config
 // that is up (collector.Config.LastRead, no new read); and the BPF run time
-// per second of the CPU budget's last measuring window (Options.CPURates).
+// per second of the CPU budget's last measuring window (Options.CPURates);
+// beside it, the host's: every BPF program's time per second in that
+// window, the memory of every map, and the five programs that used the
+// most CPU, with their owner (Options.HostBPF, from package bpfstats).
 // Then one compact row per config: state, programs attached, series, BPF
 // ns per event (runTimes) and BPF time, a link to its heatmaps on the live
 // page (/ui/#<config>), and notes: the marks (over its series limit, maps
-// nearly full, over its budget), the alternatives chosen, and the reason a
-// config is down, folded and shown once. It is plain HTML and CSS
+// nearly full, over its budget, spans that go nowhere), where its spans go,
+// the alternatives chosen, and the reason a config is down, folded and
+// shown once. It is plain HTML and CSS
 // (html/template: every text escaped, made valid UTF-8 first), no script.
 package web
 
@@ -24,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernel-exporter/kernel_exporter/bpfstats"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/ui"
 )
@@ -63,6 +70,9 @@ func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p := buildPage(states, l.runs.update(states), rates, window, end, l.now())
 	p.Metrics, p.Version, p.UI = l.opts.MetricsPath, l.opts.Version, ui.Path
+	if l.opts.HostBPF != nil {
+		p.Host = hostBPF(l.opts.HostBPF(), l.now())
+	}
 	var b bytes.Buffer
 	if err := pageTmpl.Execute(&b, p); err != nil {
 		http.Error(w, "landing page: "+err.Error(), http.StatusInternalServerError)
@@ -78,6 +88,59 @@ type page struct {
 	Summary              summary
 	Rows                 []row
 	Overflow             string // the overflow series' label value
+	// Host is the host's BPF programs and maps, nil when not shown.
+	Host *host
+}
+
+// host is what the page shows of the host's BPF programs (bpfstats).
+type host struct {
+	// BPF is the time per second of every program in the last window
+	// ("" before the first), BPFWhen the window.
+	BPF, BPFWhen string
+	// Memory of every map ("" before the first listing), and the counts.
+	Memory         string
+	Programs, Maps int
+	Top            []hostProgram
+}
+
+// hostProgram is one of the programs that used the most CPU.
+type hostProgram struct {
+	ID, Name, Type, Owner, Config, CPU, NsPerRun string
+}
+
+// hostBPF turns the host BPF collector's summary into what the page shows.
+func hostBPF(s bpfstats.Summary, now time.Time) *host {
+	h := &host{Programs: s.Programs, Maps: s.Maps}
+	if s.Measured {
+		h.BPF = perSecond(s.CPU)
+		h.BPFWhen = "in a " + s.Window.Round(10*time.Millisecond).String() + " window " + ago(now.Sub(s.End))
+	}
+	if s.Listed {
+		h.Memory = bytesText(s.MapBytes)
+	}
+	for _, t := range s.Top {
+		hp := hostProgram{ID: strconv.FormatUint(uint64(t.ID), 10), Name: collector.LabelValue(t.Name), Type: t.Type,
+			Owner: collector.LabelValue(t.Owner), Config: collector.LabelValue(t.Config), CPU: perSecond(t.CPU)}
+		if t.NsPerRun > 0 {
+			hp.NsPerRun = strconv.FormatFloat(t.NsPerRun, 'f', 0, 64)
+		}
+		h.Top = append(h.Top, hp)
+	}
+	return h
+}
+
+// bytesText formats a size in bytes, KiB, MiB or GiB.
+func bytesText(n uint64) string {
+	v, units := float64(n), []string{"bytes", "KiB", "MiB", "GiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatUint(n, 10) + " bytes"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + units[i]
 }
 
 // summary is the page's first lines.
@@ -110,6 +173,10 @@ type row struct {
 	Limits, Full       string // marks of configs up
 	Alternatives       []alternative
 	Reason, ReasonHint string
+	// Spans says where the config's spans go ("" without spans);
+	// SpansNowhere marks it when nothing chose a destination.
+	Spans        string
+	SpansNowhere bool
 }
 
 // alternative is an alternatives group, with only what the reason does
@@ -181,6 +248,7 @@ func buildPage(states []collector.State, ns, rates map[string]float64, window ti
 			}
 		}
 		rw.Alternatives = alternatives(st.Alternatives, rw.Reason)
+		rw.Spans, rw.SpansNowhere = collector.LabelValue(st.Spans), st.Spans != "" && !st.SpansSent
 		p.Rows = append(p.Rows, rw)
 	}
 	if read {

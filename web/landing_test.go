@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package web
 
 import (
@@ -13,6 +15,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/kernel-exporter/kernel_exporter/bpfstats"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 )
 
@@ -244,6 +247,28 @@ func TestLandingRows(t *testing.T) {
 	}
 }
 
+// TestLandingSpans checks that a config whose spans have no destination
+// is marked, one whose spans go somewhere says where, and one without
+// spans says nothing of them.
+func TestLandingSpans(t *testing.T) {
+	fakeConfigs(t, map[*collector.Config]configStats{})
+	st := &collector.Status{}
+	nowhere := "nowhere set: neither OTEL_EXPORTER_OTLP_TRACES_ENDPOINT nor OTEL_EXPORTER_OTLP_ENDPOINT is set, so the OTLP default, localhost:4318, is tried"
+	st.Add(&collector.State{Name: "lost", Source: "bundled", Up: true, Collector: &collector.Config{}, Spans: nowhere})
+	st.Add(&collector.State{Name: "sent", Source: "bundled", Up: true, Collector: &collector.Config{}, Spans: "OTLP grpc to http://c:4317 (OTEL_EXPORTER_OTLP_ENDPOINT)", SpansSent: true})
+	st.Add(&collector.State{Name: "metrics", Source: "bundled", Up: true, Collector: &collector.Config{}})
+	page := landingPage(t, st, Options{MetricsPath: "/metrics"}, nil)
+	if r := rowOf(page, "lost"); !strings.Contains(r, `<span class="mark">spans go nowhere</span>: `+nowhere) {
+		t.Errorf("row of lost does not mark its spans going nowhere: %s", r)
+	}
+	if r := rowOf(page, "sent"); !strings.Contains(r, "spans: OTLP grpc to http://c:4317 (OTEL_EXPORTER_OTLP_ENDPOINT)") || strings.Contains(r, "nowhere") {
+		t.Errorf("row of sent does not say where its spans go: %s", r)
+	}
+	if r := rowOf(page, "metrics"); strings.Contains(r, "spans") {
+		t.Errorf("row of metrics speaks of spans: %s", r)
+	}
+}
+
 // TestLandingLinkEscaped checks the heatmaps link of a config whose name
 // needs escaping in a URL fragment.
 func TestLandingLinkEscaped(t *testing.T) {
@@ -311,5 +336,40 @@ func TestReasonHint(t *testing.T) {
 		if got := reasonHint(reason); got != want {
 			t.Errorf("reasonHint(%q) = %q, want %q", reason, got, want)
 		}
+	}
+}
+
+// TestLandingHostBPF checks the host's cards and top programs beside ours:
+// every program's time per second, map memory, and the top five table
+// with owner and config, escaped; and nothing of it without the host
+// collector.
+func TestLandingHostBPF(t *testing.T) {
+	st, progs := testStatus(t)
+	sum := bpfstats.Summary{Measured: true, CPU: 0.008, Window: time.Second, End: time.Unix(995, 0),
+		Listed: true, Programs: 120, Maps: 300, MapBytes: 3 << 20,
+		Top: []bpfstats.TopProgram{
+			{ID: 42, Name: "cil_from_netdev", Type: "sched_cls", Owner: "cilium-agent", CPU: 0.006, NsPerRun: 812},
+			{ID: 7, Name: "timer_start", Type: "tracepoint", Owner: "<b>evil</b>", Config: "timers", CPU: 0.002},
+		}}
+	page := landingPage(t, st, Options{MetricsPath: "/metrics", HostBPF: func() bpfstats.Summary { return sum }}, progs)
+	for _, want := range []string{
+		`<span class="big">8.0 ms/s</span>`,
+		"every program on the host, in a 1s window 5s ago",
+		`<span class="big">3.0 MiB</span>`,
+		"300 maps, 120 programs on the host",
+		`<td>42 cil_from_netdev</td><td>sched_cls</td><td>cilium-agent</td><td>–</td><td class="n">6.0 ms/s</td><td class="n">812</td>`,
+		`<td>&lt;b&gt;evil&lt;/b&gt;</td><td>timers</td><td class="n">2.0 ms/s</td><td class="n">–</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	page = landingPage(t, st, Options{MetricsPath: "/metrics", HostBPF: func() bpfstats.Summary { return bpfstats.Summary{} }}, progs)
+	if !strings.Contains(page, `id="host-bpf"`) || !strings.Contains(page, "not listed yet") || strings.Contains(page, `id="host-top"`) {
+		t.Error("before the first listing and window: want the cards as not measured and no table")
+	}
+	page = landingPage(t, st, Options{MetricsPath: "/metrics"}, progs)
+	if strings.Contains(page, "host-bpf") {
+		t.Error("host cards without the host collector")
 	}
 }

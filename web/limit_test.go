@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package web
 
 import (
@@ -23,18 +25,32 @@ import (
 type limited struct {
 	ts      *httptest.Server
 	l       *limitListener
-	evicted prometheus.Counter
+	m       limitMetrics
 	block   chan struct{} // /block waits for it to close
 	entered chan struct{} // /block sends on it first
 }
 
-// startLimited serves, on a limitListener of max connections, / (answers
-// "ok") and /block (waits for block to close), over TLS when tls, with
-// hook as the ConnState hook (nil: connState).
+// newMetrics returns the counters of a test limiter.
+func newMetrics() limitMetrics {
+	c := func(n string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: n, Help: "test"})
+	}
+	return limitMetrics{EvictedNew: c("evicted_new"), EvictedIdle: c("evicted_idle"), Refused: c("refused")}
+}
+
+// startLimited serves, on a limitListener of max connections (all of them
+// allowed from one address), / (answers "ok") and /block (waits for block
+// to close), over TLS when tls, with hook as the ConnState hook (nil:
+// connState).
 func startLimited(t *testing.T, max int, tls bool, hook func(net.Conn, http.ConnState)) *limited {
+	return startLimitedPerAddr(t, max, max, tls, hook)
+}
+
+// startLimitedPerAddr is startLimited with at most perAddr connections
+// from one address.
+func startLimitedPerAddr(t *testing.T, max, perAddr int, tls bool, hook func(net.Conn, http.ConnState)) *limited {
 	t.Helper()
-	s := &limited{block: make(chan struct{}), entered: make(chan struct{}, 100)}
-	s.evicted = prometheus.NewCounter(prometheus.CounterOpts{Name: "evicted_total", Help: "test"})
+	s := &limited{block: make(chan struct{}), entered: make(chan struct{}, 100), m: newMetrics()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	mux.HandleFunc("/block", func(w http.ResponseWriter, r *http.Request) {
@@ -43,7 +59,7 @@ func startLimited(t *testing.T, max int, tls bool, hook func(net.Conn, http.Conn
 		io.WriteString(w, "ok")
 	})
 	s.ts = httptest.NewUnstartedServer(mux)
-	s.l = newLimitListener(s.ts.Listener, max, s.evicted)
+	s.l = newConnLimiter(max, perAddr, s.m).listen(s.ts.Listener)
 	s.ts.Listener = s.l
 	s.ts.Config.ConnState = connState
 	if hook != nil {
@@ -66,17 +82,37 @@ func startLimited(t *testing.T, max int, tls bool, hook func(net.Conn, http.Conn
 	return s
 }
 
-func (s *limited) evictions() float64 {
+// value returns the value of a counter.
+func value(c prometheus.Counter) float64 {
 	var m dto.Metric
-	s.evicted.Write(&m)
+	c.Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// evictions returns the connections evicted, new and idle ones.
+func (s *limited) evictions() float64 {
+	return value(s.m.EvictedNew) + value(s.m.EvictedIdle)
 }
 
 // slots returns the slots taken and the connections known idle.
 func (s *limited) slots() (open, idle int) {
-	s.l.mu.Lock()
-	defer s.l.mu.Unlock()
-	return s.l.open, s.l.idle.Len()
+	s.l.lim.mu.Lock()
+	defer s.l.lim.mu.Unlock()
+	return s.l.lim.open, s.l.lim.idle.Len()
+}
+
+// setGrace sets the limiter's grace for new connections.
+func (s *limited) setGrace(d time.Duration) {
+	s.l.lim.mu.Lock()
+	defer s.l.lim.mu.Unlock()
+	s.l.lim.grace = d
+}
+
+// fresh returns the connections that have sent no complete request.
+func (s *limited) fresh() int {
+	s.l.lim.mu.Lock()
+	defer s.l.lim.mu.Unlock()
+	return s.l.lim.fresh.Len()
 }
 
 // client is one raw HTTP/1.1 connection.
@@ -145,11 +181,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// settled waits until every slot is free but the one the Accept waiting
-// for the next connection holds: first a fresh connection makes the
-// accept loop take a slot again (while the cap was reached it waited for a
-// client without one), then the slot counts are polled. A slot freed twice
-// shows as 0 (or less), one never freed as 2 or more.
+// settled waits until every slot is free (the Accept waiting for the next
+// connection holds none): first a fresh connection goes through the accept
+// loop, then the slot counts are polled. A slot freed twice shows as less
+// than 0, one never freed as 1 or more.
 func (s *limited) settled(t *testing.T) {
 	t.Helper()
 	s.settledAfter(t, func() error {
@@ -166,18 +201,20 @@ func (s *limited) settledAfter(t *testing.T, fresh func() error) {
 	// The clients' closes are seen first, so that fresh evicts nothing.
 	waitFor(t, "the closed connections released", func() bool {
 		open, idle := s.slots()
-		return open <= 1 && idle == 0
+		return open <= 0 && idle == 0
 	})
 	if err := fresh(); err != nil {
 		t.Fatalf("fresh connection: %v", err)
 	}
-	var open, idle int
+	var open, idle, unsent int
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if open, idle = s.slots(); open == 1 && idle == 0 {
-			return
+		if open, idle = s.slots(); open == 0 && idle == 0 {
+			if unsent = s.fresh(); unsent == 0 {
+				return
+			}
 		}
 	}
-	t.Errorf("%d slots taken, %d idle; want 1 (the Accept waiting for the next connection), 0", open, idle)
+	t.Errorf("%d slots taken, %d idle, %d that sent no complete request; want none", open, idle, unsent)
 }
 
 // idleClients opens n connections, one GET each, left idle, and waits until
@@ -191,8 +228,9 @@ func (s *limited) idleClients(t *testing.T, n int) []*client {
 			t.Fatalf("connection %d: %v", i, err)
 		}
 		cs = append(cs, c)
+		// One at a time, so that they go idle in this order.
+		waitFor(t, fmt.Sprintf("%d connections idle", i+1), func() bool { _, idle := s.slots(); return idle == i+1 })
 	}
-	waitFor(t, fmt.Sprintf("%d connections idle", n), func() bool { _, idle := s.slots(); return idle == n })
 	return cs
 }
 
@@ -237,8 +275,8 @@ func TestLimitEvictionOrder(t *testing.T) {
 	if err := cs[0].get(); err != nil {
 		t.Errorf("connection 0 after the evictions: %v", err)
 	}
-	// Every client closes: one slot stays taken, by the Accept waiting
-	// for the next connection. A slot freed twice would show here.
+	// Every client closes: every slot is free. A slot freed twice would
+	// show here.
 	for _, c := range cs {
 		c.Close()
 	}
@@ -246,21 +284,18 @@ func TestLimitEvictionOrder(t *testing.T) {
 }
 
 // TestLimitNoEvictionOfBusyConnections checks that connections serving a
-// request, or that sent no complete request yet, are never evicted: a new
-// client waits, unserved, until one of them ends; then it is served.
+// request are never evicted: a new client waits, unserved, until one of
+// them ends; then it is served.
 func TestLimitNoEvictionOfBusyConnections(t *testing.T) {
 	s := startLimited(t, 2, false, nil)
-	a, b := s.dial(t), s.dial(t)
-	if err := a.send("/block"); err != nil {
-		t.Fatal(err)
+	a, b := s.dialFrom(t, "127.0.0.1"), s.dialFrom(t, "127.0.0.2")
+	for _, c := range []*client{a, b} {
+		if err := c.send("/block"); err != nil {
+			t.Fatal(err)
+		}
+		<-s.entered
 	}
-	<-s.entered
-	// b has sent half a request: a new connection.
-	if _, err := b.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "2 slots taken", func() bool { open, _ := s.slots(); return open == 2 })
-	c := s.dial(t)
+	c := s.dialFrom(t, "127.0.0.3")
 	if err := c.send("/"); err != nil {
 		t.Fatal(err)
 	}
@@ -270,24 +305,221 @@ func TestLimitNoEvictionOfBusyConnections(t *testing.T) {
 	if s.evictions() != 0 || a.closed() || b.closed() {
 		t.Fatalf("a busy connection was evicted (evictions %v)", s.evictions())
 	}
-	// The request in flight ends: its connection goes idle, and the
-	// waiting client takes its place.
+	// The requests in flight end: their connections go idle, and the
+	// waiting client takes the place of one.
 	close(s.block)
-	if body, err := a.read(2 * time.Second); err != nil || body != "ok" {
-		t.Errorf("request in flight: %q, %v; want ok", body, err)
+	for _, x := range []*client{a, b} {
+		if body, err := x.read(2 * time.Second); err != nil || body != "ok" {
+			t.Errorf("request in flight: %q, %v; want ok", body, err)
+		}
 	}
 	if body, err := c.read(2 * time.Second); err != nil || body != "ok" {
 		t.Errorf("waiting client, once a connection went idle: %q, %v; want ok", body, err)
 	}
-	if !a.closed() || s.evictions() != 1 {
-		t.Errorf("the idle connection was not the one evicted (evictions %v)", s.evictions())
+	if got := value(s.m.EvictedIdle); got != 1 || !a.closed() && !b.closed() {
+		t.Errorf("idle connections evicted: %v, want 1", got)
 	}
-	// b completes its request: it was never cut.
-	if _, err := b.Write([]byte("Host: x\r\n\r\n")); err != nil {
+}
+
+// TestLimitEvictionOrderNew checks the order of eviction at the cap, once
+// every connection is past grace: first the one that sent nothing (opened
+// last), then the one that sent part of a request, then the one idle
+// longest (opened first); each is counted by state.
+func TestLimitEvictionOrderNew(t *testing.T) {
+	s := startLimited(t, 3, false, nil)
+	s.setGrace(100 * time.Millisecond)
+	idle := s.idleClients(t, 1)[0]
+	partial := s.dial(t)
+	if _, err := partial.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	if body, err := b.read(2 * time.Second); err != nil || body != "ok" {
-		t.Errorf("the half-sent request: %q, %v; want ok", body, err)
+	waitFor(t, "the partial request read", func() bool { open, _ := s.slots(); return open == 2 })
+	time.Sleep(50 * time.Millisecond) // its first bytes read
+	silent := s.dial(t)
+	waitFor(t, "3 slots taken", func() bool { open, _ := s.slots(); return open == 3 })
+	time.Sleep(150 * time.Millisecond) // all past the grace
+	for i, want := range []struct {
+		victim     *client
+		name       string
+		new, idles float64
+	}{{silent, "silent", 1, 0}, {partial, "partial", 2, 0}, {idle, "idle", 2, 1}} {
+		n := s.dial(t)
+		if err := n.get(); err != nil {
+			t.Fatalf("new client %d at the cap: %v", i, err)
+		}
+		if !want.victim.closed() {
+			t.Errorf("new client %d: the %s connection not closed", i, want.name)
+		}
+		if got, gotIdle := value(s.m.EvictedNew), value(s.m.EvictedIdle); got != want.new || gotIdle != want.idles {
+			t.Errorf("new client %d: evicted new %v, idle %v; want %v, %v", i, got, gotIdle, want.new, want.idles)
+		}
+		// The new client's connection now idles, newest of all.
+		waitFor(t, "the new client idle", func() bool { _, idle := s.slots(); return idle >= 1 })
+		defer n.Close()
+	}
+}
+
+// TestLimitYoungSending checks that connections younger than grace that
+// are sending their first request are never closed for a new client: at
+// the per-address cap the new one is refused; at the global cap it waits
+// until they pass grace, then takes the place of the oldest.
+func TestLimitYoungSending(t *testing.T) {
+	s := startLimitedPerAddr(t, 4, 2, false, nil)
+	s.setGrace(time.Minute)
+	var sending []*client
+	for range 2 {
+		c := s.dialFrom(t, "127.0.0.1")
+		c.Write([]byte("GET "))
+		sending = append(sending, c)
+	}
+	waitFor(t, "2 connections", func() bool { open, _ := s.slots(); return open == 2 })
+	time.Sleep(50 * time.Millisecond) // their bytes read
+	third := s.dialFrom(t, "127.0.0.1")
+	third.send("/")
+	if !third.closed() || value(s.m.Refused) != 1 {
+		t.Errorf("a 3rd client of 127.0.0.1 at its cap of 2 sending connections: not refused (refused %v)", value(s.m.Refused))
+	}
+	if sending[0].closed() || sending[1].closed() {
+		t.Errorf("a connection sending its request, younger than grace, was closed")
+	}
+
+	g := startLimited(t, 2, false, nil)
+	g.setGrace(500 * time.Millisecond)
+	sending = sending[:0]
+	for _, from := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := g.dialFrom(t, from)
+		c.Write([]byte("GET "))
+		sending = append(sending, c)
+	}
+	waitFor(t, "2 connections", func() bool { open, _ := g.slots(); return open == 2 })
+	start := time.Now()
+	c := g.dialFrom(t, "127.0.0.4")
+	if err := c.send("/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.read(200 * time.Millisecond); err == nil {
+		t.Errorf("a client at the global cap was served at once, in place of a connection younger than grace")
+	}
+	if body, err := c.read(2 * time.Second); err != nil || body != "ok" {
+		t.Errorf("the waiting client, once the grace passed: %q, %v", body, err)
+	}
+	t.Logf("served after %v (grace 500ms)", time.Since(start).Round(time.Millisecond))
+	if !sending[0].closed() || sending[1].closed() || value(g.m.EvictedNew) != 1 {
+		t.Errorf("closed %v %v, evicted new %v; want the oldest sending connection only", sending[0].closed(), sending[1].closed(), value(g.m.EvictedNew))
+	}
+}
+
+// TestLimitSilentFlood opens 50 silent connections at cap 8, then a client
+// that sends a request: it is served at once (its request waits when it
+// is accepted, or comes a moment later), the silent ones having been
+// refused or having evicted each other meanwhile.
+func TestLimitSilentFlood(t *testing.T) {
+	for _, perAddr := range []int{8, 4} {
+		s := startLimitedPerAddr(t, 8, perAddr, false, nil)
+		var flood []*client
+		for range 50 {
+			flood = append(flood, s.dial(t))
+		}
+		waitFor(t, "the flood accepted", func() bool {
+			return value(s.m.EvictedNew)+value(s.m.Refused) >= 50-float64(perAddr)
+		})
+		start := time.Now()
+		c := s.dial(t)
+		if err := c.get(); err != nil {
+			t.Fatalf("per address %d: client after 50 silent connections at cap 8: %v", perAddr, err)
+		}
+		t.Logf("per address %d: served in %v; silent connections: %v evicted, %v refused", perAddr, time.Since(start).Round(time.Millisecond), value(s.m.EvictedNew), value(s.m.Refused))
+		if open, _ := s.slots(); open > perAddr {
+			t.Errorf("%d slots taken at cap %d", open, perAddr)
+		}
+		if got := value(s.m.EvictedNew); got < 1 {
+			t.Errorf("evicted new %v: the client took no silent connection's place", got)
+		}
+		// More silent connections (they may evict the client's, now
+		// idle), then a new client: served too.
+		for range 20 {
+			s.dial(t)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if err := s.dial(t).get(); err != nil {
+			t.Errorf("per address %d: a client after 20 more silent connections: %v", perAddr, err)
+		}
+	}
+}
+
+// dialFrom dials s from the loopback address from (127.0.0.x).
+func (s *limited) dialFrom(t *testing.T, from string) *client {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", s.l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &client{Conn: c, br: bufio.NewReader(c)}
+}
+
+// TestLimitPerAddress checks the per-address cap: at 3 connections of
+// 127.0.0.1 serving requests, a 4th from that address is refused at once
+// while one from 127.0.0.2 is served; at 3 silent ones, a 4th takes the
+// place of the oldest of that address, never of another address's.
+func TestLimitPerAddress(t *testing.T) {
+	s := startLimitedPerAddr(t, 10, 3, false, nil)
+	var busy []*client
+	for range 3 {
+		c := s.dialFrom(t, "127.0.0.1")
+		if err := c.send("/block"); err != nil {
+			t.Fatal(err)
+		}
+		<-s.entered
+		busy = append(busy, c)
+	}
+	over := s.dialFrom(t, "127.0.0.1")
+	over.send("/")
+	if !over.closed() {
+		t.Errorf("a 4th connection of 127.0.0.1 with 3 serving requests was not closed")
+	}
+	waitFor(t, "the refusal counted", func() bool { return value(s.m.Refused) == 1 })
+	if err := s.dialFrom(t, "127.0.0.2").get(); err != nil {
+		t.Errorf("client of 127.0.0.2 while 127.0.0.1 is at its cap: %v", err)
+	}
+	close(s.block)
+	for _, c := range busy {
+		c.read(2 * time.Second)
+		c.Close()
+	}
+	waitFor(t, "the busy connections released", func() bool { open, _ := s.slots(); return open <= 1 })
+
+	other := s.dialFrom(t, "127.0.0.3") // silent, oldest of all
+	var silent []*client
+	for range 3 {
+		silent = append(silent, s.dialFrom(t, "127.0.0.1"))
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, "5 fresh connections", func() bool { return s.fresh() == 4 })
+	if err := s.dialFrom(t, "127.0.0.1").get(); err != nil {
+		t.Fatalf("client of 127.0.0.1 at 3 silent connections: %v", err)
+	}
+	if !silent[0].closed() || silent[1].closed() || silent[2].closed() || other.closed() {
+		t.Errorf("closed: 127.0.0.1's %v %v %v, 127.0.0.3's %v; want 127.0.0.1's oldest only", silent[0].closed(), silent[1].closed(), silent[2].closed(), other.closed())
+	}
+}
+
+// TestAddrKey checks the per-address key: IPv4 addresses, IPv4-mapped
+// ones alike, IPv6 by /64.
+func TestAddrKey(t *testing.T) {
+	for _, c := range []struct {
+		ip, want string
+	}{
+		{"192.0.2.7", "192.0.2.7"},
+		{"::ffff:192.0.2.7", "192.0.2.7"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"},
+		{"::1", "::/64"},
+	} {
+		if got := addrKey(&net.TCPAddr{IP: net.ParseIP(c.ip), Port: 9}); got != c.want {
+			t.Errorf("addrKey(%s) = %q, want %q", c.ip, got, c.want)
+		}
 	}
 }
 
@@ -339,7 +571,7 @@ func TestLimitCloseWhileWaiting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := newLimitListener(ln, 1, nil)
+		l := newConnLimiter(1, 1, limitMetrics{}).listen(ln)
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
@@ -478,8 +710,8 @@ func TestLimitConcurrent(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	mon.Wait()
-	t.Logf("%d workers × %d rounds at cap %d: %d requests answered (%d on a kept connection), %d failed (evicted or waiting); %v evictions; at most %d connections open in the server",
-		workers, rounds, max, ok.Load(), reused.Load(), failed.Load(), s.evictions(), serverMax.Load())
+	t.Logf("%d workers × %d rounds at cap %d: %d requests answered (%d on a kept connection), %d failed (evicted, refused or waiting); evicted %v new, %v idle; %v refused; at most %d connections open in the server",
+		workers, rounds, max, ok.Load(), reused.Load(), failed.Load(), value(s.m.EvictedNew), value(s.m.EvictedIdle), value(s.m.Refused), serverMax.Load())
 	if overCap.Load() > 0 {
 		t.Errorf("slots taken above the cap %d in %d samples", max, overCap.Load())
 	}
@@ -501,48 +733,43 @@ func TestLimitConcurrent(t *testing.T) {
 // unpollable hides the listener's SyscallConn, as vsock's listener has none.
 type unpollable struct{ net.Listener }
 
-// TestLimitUnpollableListener checks the fallback for a listener whose
-// descriptor cannot be polled (vsock): at the cap with a connection idle,
-// that one is evicted at once (before a client comes), so a new client is
-// served, and the cap holds.
+// TestLimitUnpollableListener checks a listener whose descriptor cannot be
+// polled (vsock): at the cap with two idle connections, a new client takes
+// the place of one; with two silent ones (just accepted), a client whose
+// request comes 50 ms after its connection is waited for (the listener is
+// not polled for other clients) and takes the place of one.
 func TestLimitUnpollableListener(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := prometheus.NewCounter(prometheus.CounterOpts{Name: "evicted_total", Help: "test"})
-	s := &limited{l: newLimitListener(unpollable{ln}, 2, ev), evicted: ev}
+	m := newMetrics()
+	s := &limited{l: newConnLimiter(2, 2, m).listen(unpollable{ln}), m: m}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ConnState: connState}
 	go srv.Serve(s.l)
 	t.Cleanup(func() { srv.Close() })
-	var cs []*client
-	for i := range 2 {
-		c := s.dial(t)
-		if err := c.get(); err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		cs = append(cs, c)
-	}
-	waitFor(t, "an idle connection evicted ahead of a client", func() bool { return s.evictions() == 1 })
-	// Which one: the server marks a connection idle a moment after the
-	// client has read its response, so either may have been the idle one
-	// at the time. Exactly one is closed.
-	var gone []int
-	waitFor(t, "the evicted connection closed", func() bool {
-		gone = gone[:0]
-		for i, c := range cs {
-			if c.closed() {
-				gone = append(gone, i)
-			}
-		}
-		return len(gone) > 0
-	})
-	if len(gone) != 1 {
-		t.Errorf("evicted ahead: connections %v closed, want one", gone)
-	}
+	cs := s.idleClients(t, 2)
 	n := s.dial(t)
 	if err := n.get(); err != nil {
-		t.Errorf("new client: %v", err)
+		t.Errorf("new client at the cap: %v", err)
+	}
+	if !cs[0].closed() || value(m.EvictedIdle) != 1 {
+		t.Errorf("the connection idle longest not evicted (evicted idle %v)", value(m.EvictedIdle))
+	}
+	for _, c := range append(cs, n) {
+		c.Close()
+	}
+	waitFor(t, "every slot free", func() bool { open, _ := s.slots(); return open == 0 })
+	s.dial(t) // silent
+	s.dial(t)
+	waitFor(t, "two slots taken", func() bool { open, _ := s.slots(); return open == 2 })
+	late := s.dial(t)
+	time.Sleep(50 * time.Millisecond)
+	if err := late.get(); err != nil {
+		t.Errorf("client sending 50 ms after connecting, at the cap with silent connections: %v", err)
+	}
+	if value(m.EvictedNew) != 1 {
+		t.Errorf("evicted new %v, want 1", value(m.EvictedNew))
 	}
 	if open, _ := s.slots(); open > 2 {
 		t.Errorf("%d slots taken at cap 2", open)

@@ -1,25 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/mdlayher/vsock"
 	"github.com/prometheus/client_golang/prometheus"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/bpfstats"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exposition"
 	"github.com/kernel-exporter/kernel_exporter/ui"
@@ -51,6 +59,11 @@ const (
 	StartupWait = 5 * time.Second
 )
 
+// readAhead is how far net/http reads past http.Server.MaxHeaderBytes
+// before it answers 431 (its bufio slop): MaxHeaderBytes is set this much
+// below Options.MaxHeaderBytes so that the latter is the real bound.
+const readAhead = 4096
+
 // Defaults of Options' limits.
 const (
 	// DefaultMaxRequests is the default of --web.max-requests (as in
@@ -59,11 +72,31 @@ const (
 	DefaultMaxRequests = 40
 	// DefaultMaxConnections is the default of --web.max-connections: open
 	// connections, idle ones included. At the cap, a new client takes the
-	// place of the connection idle longest (closed, counted in
-	// kernel_exporter_http_connections_evicted_total); when none is idle,
-	// further clients wait in the kernel's accept queue, holding no file
-	// descriptor of the process, until one ends.
+	// place of the oldest connection that has sent no complete request,
+	// else of the one idle longest (closed, counted in
+	// kernel_exporter_http_connections_evicted_total); when every one is
+	// serving a request, further clients wait in the kernel's accept
+	// queue, holding no file descriptor of the process, until one ends.
 	DefaultMaxConnections = 512
+	// DefaultMaxConnectionsPerAddress is the default of
+	// --web.max-connections-per-address: connections from one client
+	// address (an IPv4 address, an IPv6 /64), so that one client never
+	// takes every slot. A new connection over it takes the place of one
+	// of that address's own, as at the global cap, or is closed at once
+	// when all of them are serving requests. Prometheus keeps one
+	// connection per target, a reverse proxy in front of the exporter a
+	// few.
+	DefaultMaxConnectionsPerAddress = 64
+	// DefaultMaxHeaderBytes is the default of --web.max-header-bytes: the
+	// request line and headers of one request, in bytes. Prometheus sends
+	// about 600 (its Accept header, the longest legitimate one, is about
+	// 350), a browser on /ui/ about 1 KiB plus its cookies. Parsed, 8 KiB
+	// of the smallest header lines take about 160 KB of memory
+	// (docs/security.md).
+	DefaultMaxHeaderBytes = 8 << 10
+	// MinMaxHeaderBytes and MaxMaxHeaderBytes bound --web.max-header-bytes.
+	MinMaxHeaderBytes = 8 << 10
+	MaxMaxHeaderBytes = 1 << 20
 )
 
 // Options configure the HTTP server.
@@ -75,6 +108,12 @@ type Options struct {
 	MaxRequests int
 	// MaxConnections bounds open connections (> 0); see Listen.
 	MaxConnections int
+	// MaxConnectionsPerAddress bounds the open connections of one client
+	// address (> 0); see Listen.
+	MaxConnectionsPerAddress int
+	// MaxHeaderBytes bounds a request's line and headers, from
+	// MinMaxHeaderBytes to MaxMaxHeaderBytes bytes. Longer ones get 431.
+	MaxHeaderBytes int
 	EnablePprof    bool
 	Version        string
 	// Loaded is closed when every config's load has ended; until then (and
@@ -85,12 +124,21 @@ type Options struct {
 	// measured in its last window ((*budget.CPU).LastRates); nil shows it
 	// as not measured.
 	CPURates CPURatesFunc
+	// HostBPF gives the landing page the host's BPF programs and maps
+	// (the host BPF collector's Summary of its top five programs); nil:
+	// not shown.
+	HostBPF func() bpfstats.Summary
 	// Reload reloads the configs (exporter.Exporter.Reload), run by
 	// POST /-/reload when EnableLifecycle (--web.enable-lifecycle) is
 	// set; otherwise that path answers 403. Loaded also decides
 	// /-/ready (503 until it is closed); /-/healthy is 200 while serving.
 	Reload          func(context.Context) error
 	EnableLifecycle bool
+	// Handlers are more handlers, by path (package profile's /profile/cpu
+	// and /profile/offcpu with --profile.enable), served behind the same
+	// TLS, authentication and connection limits as the metrics. A path
+	// that clashes with the metrics path or another handler is an error.
+	Handlers map[string]http.Handler
 }
 
 // Server is the exporter's HTTP server: the landing page, metrics and,
@@ -101,7 +149,9 @@ type Server struct {
 	log       *slog.Logger
 	listeners []net.Listener
 	maxConns  int
-	evicted   prometheus.Counter
+	perAddr   int
+	limits    limitMetrics
+	rejected  *prometheus.CounterVec
 }
 
 // CheckMetricsPath returns an error naming the flag and value unless p is a
@@ -137,7 +187,7 @@ func CheckMetricsPath(p string, pprofOn bool) error {
 // status and gatherer with exposition.Handler, the live page of package ui
 // under ui.Path, pprof when enabled) and timeouts. It returns the
 // error of CheckMetricsPath, or one for MaxRequests < 0 or
-// MaxConnections < 1.
+// MaxConnections < 1 or MaxHeaderBytes out of range.
 func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *collector.Status, flags *toolkit.FlagConfig, opts Options) (*Server, error) {
 	if err := CheckMetricsPath(opts.MetricsPath, opts.EnablePprof); err != nil {
 		return nil, err
@@ -147,6 +197,12 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	}
 	if opts.MaxConnections < 1 {
 		return nil, fmt.Errorf("--web.max-connections %d: must be 1 or more", opts.MaxConnections)
+	}
+	if opts.MaxConnectionsPerAddress < 1 {
+		return nil, fmt.Errorf("--web.max-connections-per-address %d: must be 1 or more", opts.MaxConnectionsPerAddress)
+	}
+	if opts.MaxHeaderBytes < MinMaxHeaderBytes || opts.MaxHeaderBytes > MaxMaxHeaderBytes {
+		return nil, fmt.Errorf("--web.max-header-bytes %d: must be %d to %d", opts.MaxHeaderBytes, MinMaxHeaderBytes, MaxMaxHeaderBytes)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -169,6 +225,12 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	// The live page (package ui) samples the configs only while a page
 	// polls it.
 	mux.Handle(ui.Path, ui.Handler(ui.NewSampler(status.Read)))
+	for _, p := range slices.Sorted(maps.Keys(opts.Handlers)) {
+		if p == opts.MetricsPath || strings.HasPrefix(opts.MetricsPath, strings.TrimSuffix(p, "/")+"/") || p == "/" || p == ui.Path || p == HealthyPath || p == ReadyPath || p == ReloadPath {
+			return nil, fmt.Errorf("handler path %s clashes with a path the server serves (--web.telemetry-path %s)", p, opts.MetricsPath)
+		}
+		mux.Handle(p, opts.Handlers[p])
+	}
 	if opts.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -182,23 +244,56 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes - readAhead,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ConnState:         connState,
+		ConnContext:       connContext,
 	}
-	evicted := prometheus.NewCounter(prometheus.CounterOpts{
+	evicted := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kernel_exporter_http_connections_evicted_total",
-		Help: "HTTP connections closed while idle to admit a new client at --web.max-connections.",
+		Help: "HTTP connections closed to admit a new client at --web.max-connections or --web.max-connections-per-address, by state: new (no complete request sent yet) or idle (between requests).",
+	}, []string{"state"})
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kernel_exporter_http_connections_refused_total",
+		Help: "HTTP connections closed at once because their address held --web.max-connections-per-address connections, all serving requests.",
 	})
-	if reg != nil {
-		if err := reg.Register(evicted); err != nil {
-			are, ok := err.(prometheus.AlreadyRegisteredError)
-			if !ok {
-				return nil, fmt.Errorf("register kernel_exporter_http_connections_evicted_total: %w", err)
-			}
-			evicted = are.ExistingCollector.(prometheus.Counter)
+	if err := register(reg, &evicted); err != nil {
+		return nil, err
+	}
+	if err := register(reg, &refused); err != nil {
+		return nil, err
+	}
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kernel_exporter_http_auth_rejected_total",
+		Help: "HTTP requests with basic-auth credentials refused, by reason: wrong (401, after a bcrypt check) or rate_limited (429, the client address used its failed checks, without one).",
+	}, []string{"reason"})
+	if err := register(reg, &rejected); err != nil {
+		return nil, err
+	}
+	rejected.WithLabelValues("wrong")
+	rejected.WithLabelValues("rate_limited")
+	limits := limitMetrics{EvictedNew: evicted.WithLabelValues("new"), EvictedIdle: evicted.WithLabelValues("idle"), Refused: refused}
+	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, perAddr: opts.MaxConnectionsPerAddress,
+		limits: limits, rejected: rejected}, nil
+}
+
+// register registers *c with reg (nil: none), or sets *c to the collector
+// already registered under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c *C) error {
+	if reg == nil {
+		return nil
+	}
+	err := reg.Register(*c)
+	if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+		if prev, ok := are.ExistingCollector.(C); ok {
+			*c = prev
+			return nil
 		}
 	}
-	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, evicted: evicted}, nil
+	if err != nil {
+		return fmt.Errorf("register the HTTP connection counters: %w", err)
+	}
+	return nil
 }
 
 // waitLoaded holds a request until loaded is closed, the request ends or
@@ -238,9 +333,11 @@ func MaxConnections(want int) int {
 // Listen binds the listeners: the systemd socket-activated ones with
 // --web.systemd-socket, else one TCP listener per --web.listen-address.
 // Together they hold at most MaxConnections(Options.MaxConnections)
-// connections at once, each listener an equal share: at the cap, a new client evicts the connection idle longest, or
-// waits for one to end when none is idle (see limitListener). It returns
-// the bind error (address in use, no permission).
+// connections at once, and Options.MaxConnectionsPerAddress of one client
+// address: at a cap, a new client takes the place of a connection that has
+// sent no complete request or is idle, or waits for one to end when every
+// one is serving a request (see connLimiter). It returns the bind error
+// (address in use, no permission).
 func (s *Server) Listen() error {
 	var ls []net.Listener
 	if s.flags.WebSystemdSocket != nil && *s.flags.WebSystemdSocket {
@@ -250,6 +347,9 @@ func (s *Server) Listen() error {
 		}
 		for _, l := range acts {
 			if l != nil {
+				if err := keepDeferAccept(l); err != nil {
+					s.log.Warn("cannot set TCP_DEFER_ACCEPT on a socket passed by systemd: connections that send nothing take slots at once", "address", l.Addr(), "err", err)
+				}
 				ls = append(ls, l)
 			}
 		}
@@ -273,14 +373,11 @@ func (s *Server) Listen() error {
 	if n < s.maxConns {
 		s.log.Warn("connection cap lowered to half of the file-descriptor limit", "max_connections", n, "wanted", s.maxConns)
 	}
-	// The cap is for all listeners together: each gets its share, so that
-	// several --web.listen-address values never hold more than n.
-	share := max(n/len(ls), 1)
-	if share*len(ls) > n {
-		s.log.Warn("more listeners than --web.max-connections: one connection each", "listeners", len(ls), "max_connections", n)
-	}
+	// One limiter for all listeners: several --web.listen-address values
+	// never hold more than n, nor one address more than its cap.
+	lim := newConnLimiter(n, s.perAddr, s.limits)
 	for i, l := range ls {
-		ls[i] = newLimitListener(l, share, s.evicted)
+		ls[i] = lim.listen(l)
 	}
 	s.listeners = ls
 	return nil
@@ -290,7 +387,14 @@ func (s *Server) Listen() error {
 // socket to its host).
 func listenOne(a string) (net.Listener, error) {
 	if !strings.HasPrefix(a, "vsock://") {
-		return net.Listen("tcp", a)
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) { serr = deferAccept(int(fd)) }); err != nil {
+				return err
+			}
+			return serr
+		}}
+		return lc.Listen(context.Background(), "tcp", a)
 	}
 	u, err := url.Parse(a)
 	if err != nil {
@@ -303,17 +407,103 @@ func listenOne(a string) (net.Listener, error) {
 	return vsock.Listen(uint32(port), nil)
 }
 
+// deferAccept sets TCP_DEFER_ACCEPT on the TCP listening socket fd: the
+// kernel queues a connection for accept only once its first bytes have
+// come, or ReadHeaderTimeout after its handshake; until then it is a
+// request in the SYN queue, and takes no slot, descriptor or accept of
+// the exporter. Every HTTP client (and TLS) sends first; clients that
+// connect only to close again (TCP health checks) see no difference.
+func deferAccept(fd int) error {
+	return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, int(ReadHeaderTimeout/time.Second))
+}
+
+// keepDeferAccept sets TCP_DEFER_ACCEPT (see deferAccept) on a TCP
+// listener passed by systemd, unless its unit set it already
+// (DeferAcceptSec=). Other listeners are left as they are.
+func keepDeferAccept(l net.Listener) error {
+	tl, ok := l.(*net.TCPListener)
+	if !ok {
+		return nil
+	}
+	rc, err := tl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		v, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT)
+		if err != nil || v == 0 {
+			serr = deferAccept(int(fd))
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
 func closeAll(ls []net.Listener) {
 	for _, l := range ls {
 		l.Close()
 	}
 }
 
-// Serve serves on the listeners of Listen, with TLS and basic
-// authentication from --web.config.file, until Shutdown. It returns
-// http.ErrServerClosed after Shutdown.
+// Serve serves on the listeners of Listen, with the TLS, basic
+// authentication and headers of --web.config.file (exporter-toolkit's
+// format; see webConfig and authHandler), until Shutdown. TLS is on when
+// the web config has TLS settings at start-up; each handshake then uses
+// them as they are at that moment (rotated certificates are picked up),
+// and HTTP/2 is offered when http_server_config.http2 (default true) is
+// set both at start-up and then. It returns the error of the web config,
+// or http.ErrServerClosed after Shutdown.
 func (s *Server) Serve() error {
-	return toolkit.ServeMultiple(s.listeners, s.HTTP, s.flags, s.log)
+	path := ""
+	if s.flags.WebConfigFile != nil {
+		path = *s.flags.WebConfigFile
+	}
+	var (
+		tlsOn, h2 bool
+		src       *webConfigSource
+	)
+	if path != "" {
+		var err error
+		if src, err = newWebConfigSource(path, s.log); err != nil {
+			return err
+		}
+		s.HTTP.Handler = newAuthHandler(s.HTTP.Handler, src, s.rejected)
+		cfg, _ := src.get()
+		tlsOn, h2 = cfg.tls != nil, cfg.http2
+	}
+	if tlsOn {
+		if !h2 {
+			s.HTTP.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		}
+		s.HTTP.TLSConfig = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg, err := src.get()
+			if err != nil {
+				return nil, err
+			}
+			if cfg.tls == nil {
+				return nil, errors.New("the web config has no TLS settings any more")
+			}
+			c := cfg.tls.Clone()
+			c.NextProtos = []string{"http/1.1"}
+			if h2 && cfg.http2 {
+				c.NextProtos = []string{"h2", "http/1.1"}
+			}
+			return c, nil
+		}}
+	}
+	var g errgroup.Group
+	for _, l := range s.listeners {
+		s.log.Info("Listening on", "address", l.Addr().String(), "tls", tlsOn, "http2", tlsOn && h2)
+		g.Go(func() error {
+			if tlsOn {
+				return s.HTTP.ServeTLS(l, "", "")
+			}
+			return s.HTTP.Serve(l)
+		})
+	}
+	return g.Wait()
 }
 
 // Shutdown stops accepting, waits up to ShutdownTimeout for requests in

@@ -1,7 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package web
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,12 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 )
 
 func opts(path string) Options {
-	return Options{MetricsPath: path, MaxRequests: DefaultMaxRequests, MaxConnections: DefaultMaxConnections}
+	return Options{MetricsPath: path, MaxRequests: DefaultMaxRequests, MaxConnections: DefaultMaxConnections,
+		MaxConnectionsPerAddress: DefaultMaxConnectionsPerAddress, MaxHeaderBytes: DefaultMaxHeaderBytes}
 }
 
 // TestHardening04TelemetryPath checks that a telemetry path the mux cannot
@@ -180,12 +186,14 @@ func TestStartupWait(t *testing.T) {
 
 // TestHardening08ConnectionCapAllListeners checks that --web.max-connections
 // bounds the connections of all listeners together: two listen addresses
-// with a cap of 10 take 5 each (each took 10, and K addresses K times the
-// cap, up to every file descriptor).
+// with a cap of 10 share one limiter of 10 (each took 10, and K addresses
+// K times the cap, up to every file descriptor), as does the per-address
+// cap.
 func TestHardening08ConnectionCapAllListeners(t *testing.T) {
 	addrs := []string{"127.0.0.1:0", "127.0.0.1:0"}
 	o := opts("/metrics")
 	o.MaxConnections = 10
+	o.MaxConnectionsPerAddress = 4
 	srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{WebListenAddresses: &addrs}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -194,11 +202,155 @@ func TestHardening08ConnectionCapAllListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeAll(srv.listeners)
-	total := 0
-	for _, l := range srv.listeners {
-		total += l.(*limitListener).max
+	a, b := srv.listeners[0].(*limitListener).lim, srv.listeners[1].(*limitListener).lim
+	if a != b || a.max != 10 || a.perAddr != 4 {
+		t.Errorf("listeners take %d and %d connections (per address %d, %d), want one limiter of 10 (4)", a.max, b.max, a.perAddr, b.perAddr)
 	}
-	if total != 10 {
-		t.Errorf("listeners take %d connections in all, want 10", total)
+}
+
+// serveLocal starts srv (built with opts) on 127.0.0.1 with no web config
+// and returns its address; the server is shut down at cleanup.
+func serveLocal(t *testing.T, o Options, webConfig string) (*Server, string) {
+	t.Helper()
+	addrs := []string{"127.0.0.1:0"}
+	srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{WebListenAddresses: &addrs, WebConfigFile: &webConfig}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	t.Cleanup(srv.Shutdown)
+	return srv, srv.listeners[0].Addr().String()
+}
+
+// rawStatus sends req on a new connection to addr and returns the status
+// line of the answer.
+func rawStatus(t *testing.T, addr string, req []byte) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// TestHardening25MaxHeaderBytes checks --web.max-header-bytes: a request
+// whose line and headers are exactly that long is served, one byte more
+// gets 431 (Go's default let 1 MiB in, which 100 clients turned into 1 GB
+// of RSS); Prometheus' request is far below the default; the flag's range
+// is checked.
+func TestHardening25MaxHeaderBytes(t *testing.T) {
+	for _, limit := range []int{DefaultMaxHeaderBytes, 64 << 10} {
+		o := opts("/metrics")
+		o.MaxHeaderBytes = limit
+		_, addr := serveLocal(t, o, "")
+		head := func(n int) []byte {
+			b := []byte("GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+			for len(b) < n-4 {
+				b = append(b, 'a')
+			}
+			return append(b, "\r\n\r\n"...)
+		}
+		if got := rawStatus(t, addr, head(limit)); got != "HTTP/1.1 200 OK" {
+			t.Errorf("limit %d: a head of %d bytes got %q, want 200", limit, limit, got)
+		}
+		if got := rawStatus(t, addr, head(limit+1)); got != "HTTP/1.1 431 Request Header Fields Too Large" {
+			t.Errorf("limit %d: a head of %d bytes got %q, want 431", limit, limit+1, got)
+		}
+	}
+	if n := len(prometheusHead); n > DefaultMaxHeaderBytes/4 {
+		t.Errorf("Prometheus' request head is %d bytes, want it well under the default %d", n, DefaultMaxHeaderBytes)
+	}
+	for _, v := range []int{0, MinMaxHeaderBytes - 1, MaxMaxHeaderBytes + 1} {
+		o := opts("/metrics")
+		o.MaxHeaderBytes = v
+		if _, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o); err == nil || !strings.Contains(err.Error(), "--web.max-header-bytes") {
+			t.Errorf("--web.max-header-bytes=%d: error %v, want one naming the flag", v, err)
+		}
+	}
+}
+
+// prometheusHead is the request head of a Prometheus 3 scrape with basic
+// auth (its Accept header is the longest legitimate header).
+const prometheusHead = "GET /metrics HTTP/1.1\r\n" +
+	"Host: node-1.example.internal:19435\r\n" +
+	"User-Agent: Prometheus/3.5.0\r\n" +
+	"Accept: application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.4,application/openmetrics-text;version=0.0.1;q=0.3,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.2,text/plain;version=0.0.4;q=0.1,*/*;q=0.05\r\n" +
+	"Accept-Encoding: gzip\r\n" +
+	"Authorization: Basic cHJvbWV0aGV1czpjb3JyZWN0LWhvcnNlLWJhdHRlcnktc3RhcGxl\r\n" +
+	"X-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n"
+
+// TestHardening25DeferAccept checks that the listeners of
+// --web.listen-address have TCP_DEFER_ACCEPT: a connection that sends
+// nothing is not accepted (takes no slot), one that sends its request is
+// served.
+func TestHardening25DeferAccept(t *testing.T) {
+	srv, addr := serveLocal(t, opts("/metrics"), "")
+	lim := srv.listeners[0].(*limitListener).lim
+	rc, err := srv.listeners[0].(*limitListener).Listener.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	rc.Control(func(fd uintptr) { v, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT) })
+	if err != nil || v == 0 {
+		t.Fatalf("TCP_DEFER_ACCEPT %d, %v; want it set", v, err)
+	}
+	for range 5 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(300 * time.Millisecond)
+	lim.mu.Lock()
+	open := lim.open
+	lim.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d connections that sent nothing accepted, want none", open)
+	}
+	if got := rawStatus(t, addr, []byte("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")); got != "HTTP/1.1 200 OK" {
+		t.Errorf("a request beside them: %q", got)
+	}
+}
+
+// TestHandlers mounts more handlers (package profile's, with
+// --profile.enable) on the server's mux, and refuses one at the metrics
+// path.
+func TestHandlers(t *testing.T) {
+	o := opts("/metrics")
+	o.Handlers = map[string]http.Handler{"/profile/cpu": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "profile")
+	})}
+	srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.HTTP.Handler)
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/profile/cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "profile" {
+		t.Errorf("/profile/cpu: %d %q", resp.StatusCode, b)
+	}
+	o.Handlers = map[string]http.Handler{"/metrics": http.NotFoundHandler()}
+	if _, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o); err == nil {
+		t.Error("a handler at the metrics path: no error")
 	}
 }

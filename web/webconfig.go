@@ -1,32 +1,258 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package web
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
 
+	config_util "github.com/prometheus/common/config"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
+	"go.yaml.in/yaml/v2"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
 
-// CheckConfigFile checks the --web.config.file at start-up, before
-// exporter-toolkit reads it: a regular file of at most bounded.MaxConfig
-// bytes (a FIFO, a device such as /dev/zero, or a huge file is refused
-// with a *bounded.Error naming it), and valid for exporter-toolkit (TLS
-// and basic auth settings, certificate files readable). An empty path
-// means no web config.
+// MaxWebFile bounds the --web.config.file and each file it names
+// (certificates, key, client CAs): PEM files are a few KiB.
+const MaxWebFile = bounded.MaxConfig
+
+// webConfig is a --web.config.file in exporter-toolkit's format (TLS,
+// basic auth, response headers), loaded with every file it names read
+// through package bounded: exporter-toolkit's own reading (os.ReadFile of
+// each, at every request and handshake) would hang on a FIFO and exhaust
+// memory on /dev/zero. Its TLS settings go through exporter-toolkit's
+// ConfigToTLSConfig with the files' content given inline, so that
+// exporter-toolkit reads no file.
+type webConfig struct {
+	tls      *tls.Config // nil: plain HTTP
+	http2    bool
+	headers  map[string]string
+	users    map[string][]byte // user: bcrypt hash
+	fakeCost int               // of the dearest hash: unknown users are checked at it
+}
+
+// fileField is a field of the web config that names a file, and the field
+// its content goes to.
+type fileField struct {
+	name   string // as in YAML
+	path   func(*toolkit.TLSConfig) *string
+	inline func(*toolkit.TLSConfig, string)
+}
+
+// fileFields are the fields of exporter-toolkit's web config that name
+// files (TestWebConfigFileFields checks there are no others).
+var fileFields = []fileField{
+	{"cert_file", func(c *toolkit.TLSConfig) *string { return &c.TLSCertPath }, func(c *toolkit.TLSConfig, s string) { c.TLSCert = s }},
+	{"key_file", func(c *toolkit.TLSConfig) *string { return &c.TLSKeyPath }, func(c *toolkit.TLSConfig, s string) { c.TLSKey = config_util.Secret(s) }},
+	{"client_ca_file", func(c *toolkit.TLSConfig) *string { return &c.ClientCAs }, func(c *toolkit.TLSConfig, s string) { c.ClientCAsText = s }},
+}
+
+// configurableHeaders are the response headers a web config may set, with
+// their allowed values (nil: any), as exporter-toolkit documents them.
+var configurableHeaders = map[string][]string{
+	"Strict-Transport-Security": nil,
+	"X-Content-Type-Options":    {"nosniff"},
+	"X-Frame-Options":           {"deny", "sameorigin"},
+	"X-XSS-Protection":          nil,
+	"Content-Security-Policy":   nil,
+}
+
+// loadWebConfig reads and checks the web config at path: the file itself
+// and each file it names (cert_file, key_file, client_ca_file, relative to
+// the config's directory) must be regular files of at most MaxWebFile
+// bytes; the YAML must be exporter-toolkit's (strict), the password hashes
+// bcrypt ones, the headers among configurableHeaders, and the TLS settings
+// valid. Errors name the web config, the field and the file.
 //
-// exporter-toolkit reads the file again at every request (to pick up
-// rotated certificates and changed passwords), with no bound of its own:
-// the file must be as protected as the binary (docs/security.md).
+// It also returns the files it read, the config file first, each stamped
+// before it was read, so that a change after the load is seen (see
+// webConfigSource), whether the load failed or not.
+func loadWebConfig(path string) (*webConfig, []watched, error) {
+	bad := func(err error) error { return fmt.Errorf("--web.config.file %s: %w", path, err) }
+	files := []watched{{path, stampOf(path)}}
+	data, err := bounded.ReadFile(path, "web config", MaxWebFile)
+	if err != nil {
+		return nil, files, fmt.Errorf("--web.config.file: %w", err)
+	}
+	// exporter-toolkit's defaults and parser (yaml.v2, strict).
+	c := toolkit.Config{
+		TLSConfig:  toolkit.TLSConfig{MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS13, PreferServerCipherSuites: true},
+		HTTPConfig: toolkit.HTTPConfig{HTTP2: true},
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return nil, files, bad(unquoted(err))
+	}
+	wc := &webConfig{http2: c.HTTPConfig.HTTP2, headers: c.HTTPConfig.Header, users: map[string][]byte{}}
+	for k, v := range c.HTTPConfig.Header {
+		allowed, ok := configurableHeaders[k]
+		if !ok {
+			return nil, files, bad(fmt.Errorf("http_server_config.headers: header %q cannot be set", k))
+		}
+		if allowed != nil && !slices.Contains(allowed, v) {
+			return nil, files, bad(fmt.Errorf("http_server_config.headers: %s must be one of %q", k, allowed))
+		}
+	}
+	maxCost := 0
+	for user, hash := range c.Users {
+		cost, err := bcrypt.Cost([]byte(hash))
+		if err != nil {
+			return nil, files, bad(fmt.Errorf("basic_auth_users: user %q: %w", user, err))
+		}
+		maxCost = max(maxCost, cost)
+		wc.users[user] = []byte(hash)
+	}
+	wc.fakeCost = maxCost
+	tc := c.TLSConfig
+	tc.SetDirectory(filepath.Dir(path))
+	if tc.TLSCertPath == "" && tc.TLSCert == "" && tc.TLSKeyPath == "" && tc.TLSKey == "" &&
+		tc.ClientCAs == "" && tc.ClientCAsText == "" && tc.ClientAuth == "" {
+		return wc, files, nil // no TLS
+	}
+	for _, f := range fileFields {
+		p := f.path(&tc)
+		if *p == "" {
+			continue
+		}
+		files = append(files, watched{*p, stampOf(*p)})
+		b, err := bounded.ReadFile(*p, "tls_server_config."+f.name, MaxWebFile)
+		if err != nil {
+			return nil, files, bad(err)
+		}
+		f.inline(&tc, string(b))
+		*p = ""
+	}
+	if tc.TLSCert == "" {
+		return nil, files, bad(errors.New("tls_server_config: missing one of cert or cert_file"))
+	}
+	if tc.TLSKey == "" {
+		return nil, files, bad(errors.New("tls_server_config: missing one of key or key_file"))
+	}
+	cfg, err := toolkit.ConfigToTLSConfig(&tc)
+	if err != nil {
+		return nil, files, bad(fmt.Errorf("tls_server_config: %w", err))
+	}
+	// Parse the certificate once, not at every handshake.
+	cert, err := cfg.GetCertificate(nil)
+	if err != nil {
+		return nil, files, bad(fmt.Errorf("tls_server_config: %w", err))
+	}
+	cfg.Certificates, cfg.GetCertificate = []tls.Certificate{*cert}, nil
+	wc.tls = cfg
+	return wc, files, nil
+}
+
+// quoted is a value yaml.v2 quotes in an error ("cannot unmarshal !!str
+// `...` into ...").
+var quoted = regexp.MustCompile("`[^`]*`")
+
+// unquoted returns err's text without the values yaml.v2 quotes: a web
+// config holds password hashes and may hold a private key inline, and
+// errors never quote a file's content.
+func unquoted(err error) error {
+	return errors.New(quoted.ReplaceAllString(err.Error(), "a value"))
+}
+
+// CheckConfigFile checks the --web.config.file as loadWebConfig does: the
+// file and every file it names regular files of at most MaxWebFile bytes
+// (a FIFO, a device such as /dev/zero, or a huge file is refused with a
+// *bounded.Error naming it and its field), and its settings valid. An
+// empty path means no web config.
+//
+// The server reads the file and the files it names again when one of them
+// changes (rotated certificates, changed passwords), the same way.
 func CheckConfigFile(path string) error {
 	if path == "" {
 		return nil
 	}
-	if _, err := bounded.ReadFile(path, "web config", bounded.MaxConfig); err != nil {
-		return fmt.Errorf("--web.config.file: %w", err)
+	_, _, err := loadWebConfig(path)
+	return err
+}
+
+// watched is a file a web config load read, with its stamp from before.
+type watched struct {
+	path  string
+	stamp fileStamp
+}
+
+// fileStamp tells whether a file changed: its identity, size and times as
+// stat(2) gives them after symlinks (a Kubernetes Secret's rotation swaps a
+// symlink), or the stat error.
+type fileStamp struct {
+	dev, ino   uint64
+	size       int64
+	mtim, ctim unix.Timespec
+	errno      error
+}
+
+func stampOf(path string) fileStamp {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileStamp{errno: err}
 	}
-	if err := toolkit.Validate(path); err != nil {
-		return fmt.Errorf("--web.config.file %s: %w", path, err)
+	return fileStamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtim: st.Mtim, ctim: st.Ctim}
+}
+
+// webConfigSource serves the current web config to requests and TLS
+// handshakes: it loads it again when the config file or a file the last
+// load read changed (checked with stat at every request and handshake),
+// and keeps the error of a failed load until one changes again.
+type webConfigSource struct {
+	path string
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	cur   *webConfig // the last good load
+	err   error      // of the last load, when it failed
+	watch []watched  // files of the last load
+}
+
+// newWebConfigSource loads the web config at path; its error is
+// loadWebConfig's.
+func newWebConfigSource(path string, log *slog.Logger) (*webConfigSource, error) {
+	wc, files, err := loadWebConfig(path)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return &webConfigSource{path: path, log: log, cur: wc, watch: files}, nil
+}
+
+// get returns the web config, loaded again if a file changed, or the
+// error of the last load (logged once).
+func (s *webConfigSource) get() (*webConfig, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := false
+	for _, w := range s.watch {
+		if stampOf(w.path) != w.stamp {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		if s.err != nil {
+			return nil, s.err
+		}
+		return s.cur, nil
+	}
+	wc, files, err := loadWebConfig(s.path)
+	s.watch = files
+	if err != nil {
+		s.err = err
+		s.log.Error("the web config changed and is refused: requests get 500 and TLS handshakes fail until it is fixed", "err", err)
+		return nil, err
+	}
+	if s.err != nil {
+		s.log.Info("the web config is valid again", "file", s.path)
+	}
+	s.cur, s.err = wc, nil
+	return wc, nil
 }

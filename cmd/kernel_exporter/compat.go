@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
 // The flags of cloudflare/ebpf_exporter that kernel_exporter has under
@@ -23,16 +26,44 @@ import (
 // --capabilities.keep) are main's own.
 
 // maxSkipCacheSize bounds --config.skip-cache-size, which is accepted and
-// range-checked but sizes nothing (see refFlags.SkipCacheSize).
+// range-checked but sizes nothing (see refLoadFlags.SkipCacheSize).
 const maxSkipCacheSize = 1 << 30
 
-// refFlags holds the values of the reference's flags.
-type refFlags struct {
+// refLogFlags holds the reference's logging flags, which every command
+// takes.
+type refLogFlags struct {
 	// Debug is --debug: log at debug level (the reference's libbpf debug
 	// output; the verifier's log of a failing program is in the error).
 	Debug bool
 	// NoTimestamps is --log.no-timestamps: log lines carry no time.
 	NoTimestamps bool
+}
+
+// addRefLogFlags declares the reference's logging flags on app.
+func addRefLogFlags(app *kingpin.Application) *refLogFlags {
+	f := &refLogFlags{}
+	app.Flag("debug", "cloudflare/ebpf_exporter's flag: log at debug level (as --log.level=debug). Its /maps dump of raw maps is not served: `kernel_exporter dump` prints every metric once.").BoolVar(&f.Debug)
+	app.Flag("log.no-timestamps", "Log lines without their time (for journald, which adds its own).").BoolVar(&f.NoTimestamps)
+	return f
+}
+
+// apply applies --debug to the log config.
+func (f *refLogFlags) apply(logCfg *promslog.Config) error {
+	if !f.Debug {
+		return nil
+	}
+	if logCfg.Level == nil {
+		logCfg.Level = promslog.NewLevel()
+	}
+	if err := logCfg.Level.Set("debug"); err != nil {
+		return fmt.Errorf("--debug: %w", err)
+	}
+	return nil
+}
+
+// refLoadFlags holds the reference's flags about loading configs, and the
+// compatibility switch, which the commands that load configs take.
+type refLoadFlags struct {
 	// SkipCacheSize is --config.skip-cache-size, the size of the
 	// reference's cache of keys a decoder skipped. Every metric's key
 	// cache here (--decoder.cache-size) remembers skipped keys too, so it
@@ -46,21 +77,18 @@ type refFlags struct {
 	DefaultNamespace string
 }
 
-// addRefFlags declares the reference's flags (and the compatibility
-// switch) on app.
-func addRefFlags(app *kingpin.Application) *refFlags {
-	f := &refFlags{}
-	app.Flag("debug", "cloudflare/ebpf_exporter's flag: log at debug level (as --log.level=debug). Its /maps dump of raw maps is not served: `kernel_exporter dump` prints every metric once.").BoolVar(&f.Debug)
-	app.Flag("log.no-timestamps", "Log lines without their time (for journald, which adds its own).").BoolVar(&f.NoTimestamps)
-	app.Flag("config.skip-cache-size", fmt.Sprintf("cloudflare/ebpf_exporter's flag, 0 to %d, accepted with no effect: the key cache of every metric (--decoder.cache-size) already remembers keys a decoder skipped.", maxSkipCacheSize)).Default("0").IntVar(&f.SkipCacheSize)
-	app.Flag("compat.ebpf-exporter", "Output as cloudflare/ebpf_exporter does, for migrating users: metric names prefixed ebpf_exporter_ for configs that set no namespace, and decoders print what it prints where the two differ (docs/migrating.md).").BoolVar(&f.Compat)
-	app.Flag("config.default-namespace", "Prefix of the metric names of configs that set no namespace. Default: kernel, or ebpf_exporter with --compat.ebpf-exporter.").StringVar(&f.DefaultNamespace)
+// addRefLoadFlags declares the reference's load flags on c.
+func addRefLoadFlags(c *kingpin.CmdClause) *refLoadFlags {
+	f := &refLoadFlags{}
+	c.Flag("config.skip-cache-size", fmt.Sprintf("cloudflare/ebpf_exporter's flag, 0 to %d, accepted with no effect: the key cache of every metric (--decoder.cache-size) already remembers keys a decoder skipped.", maxSkipCacheSize)).Default("0").IntVar(&f.SkipCacheSize)
+	c.Flag("compat.ebpf-exporter", "Output as cloudflare/ebpf_exporter does, for migrating users: metric names prefixed ebpf_exporter_ for configs that set no namespace, and decoders print what it prints where the two differ (docs/migrating.md).").BoolVar(&f.Compat)
+	c.Flag("config.default-namespace", "Prefix of the metric names of configs that set no namespace. Default: kernel, or ebpf_exporter with --compat.ebpf-exporter.").StringVar(&f.DefaultNamespace)
 	return f
 }
 
 // namespace returns the namespace of configs that set none: the flag's,
 // else "ebpf_exporter" with Compat, else "" (config.DefaultNamespace).
-func (f *refFlags) namespace() string {
+func (f *refLoadFlags) namespace() string {
 	switch {
 	case f.DefaultNamespace != "":
 		return f.DefaultNamespace
@@ -70,11 +98,8 @@ func (f *refFlags) namespace() string {
 	return ""
 }
 
-// apply checks the flags and applies them to the log config and the web
-// flags: --debug sets the level, and a --web.listen-address of fd://0
-// (the reference's way of taking systemd's socket) becomes
-// --web.systemd-socket. Errors name the flag.
-func (f *refFlags) apply(logCfg *promslog.Config, web *toolkit.FlagConfig) error {
+// check checks the flags; errors name the flag.
+func (f *refLoadFlags) check() error {
 	if f.SkipCacheSize < 0 || f.SkipCacheSize > maxSkipCacheSize {
 		return fmt.Errorf("--config.skip-cache-size %d: must be 0 to %d", f.SkipCacheSize, maxSkipCacheSize)
 	}
@@ -83,14 +108,13 @@ func (f *refFlags) apply(logCfg *promslog.Config, web *toolkit.FlagConfig) error
 			return fmt.Errorf("--config.default-namespace: %w", err)
 		}
 	}
-	if f.Debug {
-		if logCfg.Level == nil {
-			logCfg.Level = promslog.NewLevel()
-		}
-		if err := logCfg.Level.Set("debug"); err != nil {
-			return fmt.Errorf("--debug: %w", err)
-		}
-	}
+	return nil
+}
+
+// applySystemdFD turns a --web.listen-address of fd://0 (the reference's
+// way of taking systemd's socket) into --web.systemd-socket. Errors name
+// the flag.
+func applySystemdFD(web *toolkit.FlagConfig) error {
 	if web == nil || web.WebListenAddresses == nil {
 		return nil
 	}
@@ -105,7 +129,7 @@ func (f *refFlags) apply(logCfg *promslog.Config, web *toolkit.FlagConfig) error
 		return nil
 	}
 	if len(addrs) != 1 || fds[0] != "fd://0" {
-		return fmt.Errorf("--web.listen-address %s: of cloudflare/ebpf_exporter's fd://<n> addresses only fd://0, given alone, is accepted (as --web.systemd-socket, which serves every socket systemd passes)", truncate(strings.Join(fds, ","), 64))
+		return fmt.Errorf("--web.listen-address %s: of cloudflare/ebpf_exporter's fd://<n> addresses only fd://0, given alone, is accepted (as --web.systemd-socket, which serves every socket systemd passes)", printable.Cut(strings.Join(fds, ","), 64))
 	}
 	on := true
 	if web.WebSystemdSocket == nil {
@@ -117,17 +141,9 @@ func (f *refFlags) apply(logCfg *promslog.Config, web *toolkit.FlagConfig) error
 	return nil
 }
 
-// truncate cuts s to at most n bytes for an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
-
 // logger returns log without record times when NoTimestamps is set (the
 // slog handlers leave out a zero time).
-func (f *refFlags) logger(log *slog.Logger) *slog.Logger {
+func (f *refLogFlags) logger(log *slog.Logger) *slog.Logger {
 	if !f.NoTimestamps {
 		return log
 	}
@@ -155,7 +171,7 @@ func (n noTimeHandler) WithGroup(name string) slog.Handler {
 }
 
 // skipCacheNote is logged when --config.skip-cache-size is given.
-func (f *refFlags) skipCacheNote(log *slog.Logger) {
+func (f *refLoadFlags) skipCacheNote(log *slog.Logger) {
 	if f.SkipCacheSize > 0 {
 		log.Info("--config.skip-cache-size has no effect: each metric's key cache (--decoder.cache-size) remembers skipped keys", "value", strconv.Itoa(f.SkipCacheSize))
 	}

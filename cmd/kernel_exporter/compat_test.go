@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -16,31 +18,21 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
-// runArgs runs main's run with args and returns its exit code and what it
-// wrote to os.Stderr before the logger existed (flag parse and check
-// errors).
+// runArgs runs main's run with args, up to the end of the flag checks
+// (checkOnly), and returns its exit code and what it wrote to stderr.
 func runArgs(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "stderr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	oldArgs, oldStderr := os.Args, os.Stderr
-	os.Args, os.Stderr = append([]string{"kernel_exporter"}, args...), f
-	defer func() { os.Args, os.Stderr = oldArgs, oldStderr }()
-	code := run()
-	out, err := os.ReadFile(f.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return code, string(out)
+	checkOnly = true
+	defer func() { checkOnly = false }()
+	var stdout, stderr strings.Builder
+	code := run(args, &stdout, &stderr)
+	return code, stderr.String()
 }
 
 // TestReferenceFlagsParse gives run every flag of cloudflare/ebpf_exporter
-// (cmd/ebpf_exporter/main.go) as its README and unit files use them. A
-// --config.load-timeout of 0, checked after every flag is parsed and
-// applied, ends the run before anything loads: exit 2 with nothing on
-// stderr from the parser means every flag was accepted.
+// (cmd/ebpf_exporter/main.go) as its README and unit files use them: exit
+// 0 with nothing on stderr once every flag is checked (checkOnly) means
+// each was accepted.
 func TestReferenceFlagsParse(t *testing.T) {
 	dir := t.TempDir()
 	ref := []string{
@@ -52,15 +44,18 @@ func TestReferenceFlagsParse(t *testing.T) {
 		"--btf.path=" + dir + "/vmlinux",
 		"--config.skip-cache-size=1024",
 	}
-	code, stderr := runArgs(t, append(ref, "--config.load-timeout=0")...)
-	if code != 2 || stderr != "" {
-		t.Fatalf("run(reference flags) = %d, stderr %q; want 2 (from --config.load-timeout=0) and no flag error", code, stderr)
+	if err := os.WriteFile(dir+"/vmlinux", []byte("BTF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runArgs(t, ref...)
+	if code != 0 || stderr != "" {
+		t.Fatalf("run(reference flags) = %d, stderr %q; want 0 and no flag error", code, stderr)
 	}
 	// Each alone, and the compatibility switch with the narrower flag.
 	for _, a := range append(ref[2:], "--compat.ebpf-exporter", "--config.default-namespace=node_bpf", "--web.listen-address=fd://0", "--capabilities.keep=none", "--capabilities.keep=all", "--capabilities.keep=cap_perfmon,cap_ipc_lock") {
-		code, stderr := runArgs(t, "--config.dir="+dir, "--config.names=a", a, "--config.load-timeout=0")
-		if code != 2 || stderr != "" {
-			t.Errorf("run(%s) = %d, stderr %q; want 2 and no flag error", a, code, stderr)
+		code, stderr := runArgs(t, "--config.dir="+dir, "--config.names=a", a)
+		if code != 0 || stderr != "" {
+			t.Errorf("run(%s) = %d, stderr %q; want 0 and no flag error", a, code, stderr)
 		}
 	}
 }
@@ -77,7 +72,7 @@ func TestReferenceFlagsErrors(t *testing.T) {
 		{"--config.default-namespace=" + strings.Repeat("n", 65), "--config.default-namespace: longer than 64 bytes (65)"},
 	} {
 		code, stderr := runArgs(t, "--config.dir="+dir, "--config.names=a", tc.arg)
-		if code != 2 || !strings.HasPrefix(stderr, tc.want) {
+		if code != 2 || !strings.HasPrefix(stderr, "kernel_exporter: error: "+tc.want) {
 			t.Errorf("run(%s) = %d, stderr %q; want 2 and an error starting %q", tc.arg, code, stderr, tc.want)
 		}
 	}
@@ -88,32 +83,43 @@ func TestReferenceFlagsErrors(t *testing.T) {
 	}
 }
 
-// parseRef parses args with the flags apply touches.
-func parseRef(t *testing.T, args ...string) (*refFlags, *promslog.Config, *toolkit.FlagConfig) {
+// parsedRef is what parseRef returns.
+type parsedRef struct {
+	log    *refLogFlags
+	load   *refLoadFlags
+	logCfg *promslog.Config
+	web    *toolkit.FlagConfig
+}
+
+// parseRef parses args with the flags of the reference and applies them
+// as run does.
+func parseRef(t *testing.T, args ...string) parsedRef {
 	t.Helper()
 	app := kingpin.New("test", "")
-	logCfg := &promslog.Config{}
-	promslogflag.AddFlags(app, logCfg)
-	web := kingpinflag.AddFlags(app, DefaultAddress)
-	ref := addRefFlags(app)
+	r := parsedRef{logCfg: &promslog.Config{}}
+	promslogflag.AddFlags(app, r.logCfg)
+	r.log = addRefLogFlags(app)
+	c := app.Command("serve", "").Default()
+	r.web = kingpinflag.AddFlags(c, DefaultAddress)
+	r.load = addRefLoadFlags(c)
 	if _, err := app.Parse(args); err != nil {
 		t.Fatalf("parse %v: %v", args, err)
 	}
-	if err := ref.apply(logCfg, web); err != nil {
-		t.Fatalf("apply %v: %v", args, err)
+	for _, err := range []error{r.log.apply(r.logCfg), r.load.check(), applySystemdFD(r.web)} {
+		if err != nil {
+			t.Fatalf("apply %v: %v", args, err)
+		}
 	}
-	return ref, logCfg, web
+	return r
 }
 
 // TestReferenceFlagsMeaning checks what each flag does.
 func TestReferenceFlagsMeaning(t *testing.T) {
 	// --debug: debug level.
-	_, logCfg, _ := parseRef(t, "--debug")
-	if got := logCfg.Level.String(); got != "debug" {
+	if got := parseRef(t, "--debug").logCfg.Level.String(); got != "debug" {
 		t.Errorf("--debug: level %q, want debug", got)
 	}
-	_, logCfg, _ = parseRef(t)
-	if got := logCfg.Level.String(); got != "info" {
+	if got := parseRef(t).logCfg.Level.String(); got != "info" {
 		t.Errorf("no --debug: level %q, want info", got)
 	}
 
@@ -123,10 +129,10 @@ func TestReferenceFlagsMeaning(t *testing.T) {
 		if noTS {
 			args = append(args, "--log.no-timestamps")
 		}
-		ref, logCfg, _ := parseRef(t, args...)
+		r := parseRef(t, args...)
 		var buf bytes.Buffer
-		logCfg.Writer = &buf
-		log := ref.logger(promslog.New(logCfg))
+		r.logCfg.Writer = &buf
+		log := r.log.logger(promslog.New(r.logCfg))
 		log.With("config", "a").WithGroup("g").Info("hello", "k", "v")
 		line := buf.String()
 		if !strings.Contains(line, "hello") || !strings.Contains(line, "config=a") || !strings.Contains(line, "g.k=v") {
@@ -138,11 +144,11 @@ func TestReferenceFlagsMeaning(t *testing.T) {
 	}
 
 	// fd://0: systemd's socket.
-	_, _, web := parseRef(t, "--web.listen-address=fd://0")
+	web := parseRef(t, "--web.listen-address=fd://0").web
 	if !*web.WebSystemdSocket || len(*web.WebListenAddresses) != 0 {
 		t.Errorf("fd://0: systemd socket %v, addresses %v; want true, none", *web.WebSystemdSocket, *web.WebListenAddresses)
 	}
-	_, _, web = parseRef(t, "--web.listen-address=:9435")
+	web = parseRef(t, "--web.listen-address=:9435").web
 	if *web.WebSystemdSocket || len(*web.WebListenAddresses) != 1 {
 		t.Errorf(":9435: systemd socket %v, addresses %v", *web.WebSystemdSocket, *web.WebListenAddresses)
 	}
@@ -157,14 +163,13 @@ func TestReferenceFlagsMeaning(t *testing.T) {
 		{[]string{"--config.default-namespace=node_bpf"}, "node_bpf"},
 		{[]string{"--compat.ebpf-exporter", "--config.default-namespace=node_bpf"}, "node_bpf"},
 	} {
-		ref, _, _ := parseRef(t, tc.args...)
-		if got := ref.namespace(); got != tc.want {
+		if got := parseRef(t, tc.args...).load.namespace(); got != tc.want {
 			t.Errorf("%v: namespace %q, want %q", tc.args, got, tc.want)
 		}
 	}
 
 	// --config.skip-cache-size: accepted, noted once in the log.
-	ref, _, _ := parseRef(t, "--config.skip-cache-size=4096")
+	ref := parseRef(t, "--config.skip-cache-size=4096").load
 	var buf bytes.Buffer
 	ref.skipCacheNote(slog.New(slog.NewTextHandler(&buf, nil)))
 	if ref.SkipCacheSize != 4096 || !strings.Contains(buf.String(), "--decoder.cache-size") {

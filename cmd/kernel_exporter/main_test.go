@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -17,13 +19,14 @@ func TestHardening11SourceNames(t *testing.T) {
 		{"timers,timers", "", "", "--programs: config timers is already given by --programs"},
 		{"timers", "/etc/ke", "timers", "--config.names: config timers is already given by --programs"},
 	} {
-		_, err := sources(tc.programs, tc.dir, tc.names)
+		_, _, _, err := sources(tc.programs, tc.dir, tc.names)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("sources(%q, %q, %q) = %v, want an error starting %q", tc.programs, tc.dir, tc.names, err, tc.want)
 		}
 	}
-	got, err := sources("timers,runqlat", "/etc/ke", "mine")
-	if err != nil || len(got) != 3 || got[2].Dir != "/etc/ke" || got[2].Name != "mine" {
+	dir := t.TempDir()
+	got, _, _, err := sources("timers,runqlat", dir, "mine")
+	if err != nil || len(got) != 3 || got[2].Dir != dir || got[2].Name != "mine" {
 		t.Errorf("sources(timers,runqlat + mine) = %v, %v", got, err)
 	}
 }

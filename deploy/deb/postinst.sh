@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # postinst: create the kernel_exporter system user and make systemd see the
 # unit. Never fails the install on a machine without systemd (a container, a
 # chroot): the user is then made with useradd when it exists. Does not enable

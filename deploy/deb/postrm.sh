@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # postrm: make systemd forget the removed unit. The kernel_exporter user is
 # kept (it may own files an admin gave it), as Debian does for system users.
 set -e

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubernetes holds the Helm chart that runs kernel_exporter on every
 // node of a Kubernetes cluster (chart/kernel-exporter) and the plain
 // manifest rendered from it with the default values (daemonset.yaml).

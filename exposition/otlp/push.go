@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otlp pushes every metric the exporter serves to an OpenTelemetry
 // Protocol (OTLP) endpoint, over gRPC or HTTP/protobuf, for fleets that
 // run an OpenTelemetry pipeline rather than Prometheus scrapes.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * <asm/errno.h> for BPF programs: the kernel's <linux/errno.h>, which
  * libbpf's <bpf/usdt.bpf.h> includes, includes <asm/errno.h>, found in the

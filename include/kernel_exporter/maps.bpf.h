@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * kernel_exporter helpers for BPF programs: counters and histograms kept in
  * BPF maps in the layout the exporter reads.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubetest runs a real Kubernetes API server for tests: Debian's
 // etcd (package etcd-server) and a kube-apiserver binary built from the Go
 // module proxy by tools/kube-apiserver/build.sh (make kube-apiserver), with

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otelcoltest runs a real OpenTelemetry Collector for tests: the
 // binary tools/otelcol/build.sh (make otelcol) builds from the collector's
 // core modules, with an OTLP receiver (gRPC and HTTP, on free loopback

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otlpenv reads the standard OpenTelemetry exporter variables that
 // both OTLP senders of this exporter share, per signal: spans (package
 // spans, signal "TRACES") and pushed metrics (package exposition/otlp,
@@ -43,6 +45,19 @@ func Protocol(signal string) (string, error) {
 		return "", fmt.Errorf("%s=%q: unsupported OTLP protocol (want grpc or http/protobuf)", name, v)
 	}
 	return HTTPProtobuf, nil
+}
+
+// Endpoint returns the variable that sets signal's OTLP endpoint and its
+// value: OTEL_EXPORTER_OTLP_<signal>_ENDPOINT, else
+// OTEL_EXPORTER_OTLP_ENDPOINT. Both are "" when neither is set, and the
+// SDK's exporters then send to their default, localhost.
+func Endpoint(signal string) (name, value string) {
+	for _, n := range []string{"OTEL_EXPORTER_OTLP_" + signal + "_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if v := os.Getenv(n); v != "" {
+			return n, v
+		}
+	}
+	return "", ""
 }
 
 // CheckTLSFiles checks the certificate and key files that signal's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package otlpenv
 
 import "testing"
@@ -36,5 +38,24 @@ func TestCheckTLSFiles(t *testing.T) {
 	err := CheckTLSFiles("TRACES")
 	if err == nil || err.Error() != "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY /dev/zero: not a regular file (a character device)" {
 		t.Errorf("TRACES: %v", err)
+	}
+}
+
+func TestEndpoint(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	if n, v := Endpoint("TRACES"); n != "" || v != "" {
+		t.Errorf("none set: %q=%q, want none", n, v)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://all:4318")
+	if n, v := Endpoint("TRACES"); n != "OTEL_EXPORTER_OTLP_ENDPOINT" || v != "http://all:4318" {
+		t.Errorf("general set: %q=%q", n, v)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4318/v1/traces")
+	if n, v := Endpoint("TRACES"); n != "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" || v != "http://traces:4318/v1/traces" {
+		t.Errorf("signal's set: %q=%q, want it over the general one", n, v)
+	}
+	if n, _ := Endpoint("METRICS"); n != "OTEL_EXPORTER_OTLP_ENDPOINT" {
+		t.Errorf("another signal: %q, want the general variable", n)
 	}
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testbin runs the helper servers tests need (a kube-apiserver, an
 // OpenTelemetry Collector ...): it finds a binary built into the module's
 // .cache/<name>/<version>/ by its tools/<name>/build.sh, picks free loopback

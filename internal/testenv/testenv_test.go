@@ -1,7 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package testenv
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -48,5 +53,36 @@ func TestSkipHelpers(t *testing.T) {
 		} else if tb.skipped != btf || tb.failed != "" {
 			t.Errorf("CI=%q: SkipLacking(btf) failed %q, skipped %q; want a skip", ci, tb.failed, tb.skipped)
 		}
+	}
+}
+
+// TestHostPIDNamespace: this test process is in the host's namespace
+// (make test runs there), and a child started by unshare -p in a new one
+// is told why it cannot run the BPF tests.
+func TestHostPIDNamespace(t *testing.T) {
+	if os.Getenv("KE_TESTENV_PIDNS_CHILD") == "1" {
+		err := HostPIDNamespace()
+		fmt.Printf("child: %v\n", err)
+		return
+	}
+	if err := HostPIDNamespace(); err != nil {
+		t.Fatalf("make test runs in the host's PID namespace: %v", err)
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		SkipOrFail(t, "a new PID namespace needs root and unshare (util-linux): %v", err)
+	}
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], "-test.run=^TestHostPIDNamespace$", "-test.v")
+	cmd.Env = append(os.Environ(), "KE_TESTENV_PIDNS_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("unshare: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "child: this process is in a PID namespace of its own") ||
+		!strings.Contains(string(out), "--pid=host") {
+		t.Errorf("in a new PID namespace, HostPIDNamespace said:\n%s", out)
+	}
+	if err := hostPIDNamespace("/nonexistent/ns/pid"); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+		t.Errorf("missing file: %v", err)
 	}
 }

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package workload makes the kernel events that the benchmarks measure
 // BPF programs against: system calls, failing system calls and O_DIRECT
 // block I/O. It is shared by the benchmarks of several packages (the

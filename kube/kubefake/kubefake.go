@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubefake serves the pods of a client-go fake clientset to a
 // kube.Resolver, for tests (kube.Options.Source). It is imported by tests
 // only, so that the exporter's binary does not link the clientset.

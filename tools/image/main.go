@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command image writes kernel_exporter's container image as an OCI archive
 // (an OCI image layout in a tar file, as `podman load -i` and
 // `podman run oci-archive:FILE` read it), from static binaries already
@@ -5,11 +7,14 @@
 //
 //	go run ./tools/image -out dist/kernel_exporter-1.2.0.oci.tar \
 //	    -version 1.2.0 -revision <commit> -created <unix seconds> \
-//	    -binary amd64=build/amd64/kernel_exporter [-binary arm64=...]
+//	    -binary amd64=build/amd64/kernel_exporter [-binary arm64=...] \
+//	    [-doc amd64=build/amd64/doc ...]
 //
 // Each architecture is one image FROM scratch with a single layer:
 // /kernel_exporter (0755), an empty /etc/kernel_exporter/ for user programs
-// (--config.dir) and a /tmp (1777). ENTRYPOINT is the binary, CMD
+// (--config.dir), a /tmp (1777), and the licences under
+// /usr/share/doc/kernel_exporter/ (the files of -doc ARCH=DIR: LICENSE,
+// LICENSES/, THIRD_PARTY_LICENSES, as tools/image.sh stages them). ENTRYPOINT is the binary, CMD
 // --web.listen-address=:19435. The images are listed in one OCI image index
 // (linux/<arch> platforms), which the archive's index.json names as
 // kernel_exporter:<version>.
@@ -54,43 +59,68 @@ const ListenPort = 19435
 // maxBinary bounds a binary read into the layer (the exporter is ~40 MiB).
 const maxBinary = 512 << 20
 
+// DocDir is where the -doc files go in the image.
+const DocDir = "usr/share/doc/kernel_exporter/"
+
+// maxDoc bounds the -doc files of one image together (the licences are
+// about 700 KiB).
+const maxDoc = 16 << 20
+
+// binFlag maps an architecture to a path: -binary ARCH=PATH (its name in
+// errors: "binary") and -doc ARCH=DIR.
 type binFlag map[string]string
+
+// archFlag is a binFlag with the flag's name, for its errors.
+type archFlag struct {
+	name string
+	m    binFlag
+}
 
 func (b binFlag) String() string { return fmt.Sprint(map[string]string(b)) }
 
-func (b binFlag) Set(s string) error {
+func (b binFlag) Set(s string) error { return archFlag{"binary", b}.Set(s) }
+
+func (f archFlag) String() string { return f.m.String() }
+
+func (f archFlag) Set(s string) error {
 	arch, path, ok := strings.Cut(s, "=")
 	if !ok || path == "" {
-		return fmt.Errorf("-binary %q: want ARCH=PATH", s)
+		return fmt.Errorf("-%s %q: want ARCH=PATH", f.name, s)
 	}
 	switch arch {
 	case "amd64", "arm64":
 	default:
-		return fmt.Errorf("-binary %q: architecture %q is not amd64 or arm64", s, arch)
+		return fmt.Errorf("-%s %q: architecture %q is not amd64 or arm64", f.name, s, arch)
 	}
-	if _, dup := b[arch]; dup {
-		return fmt.Errorf("-binary %q: %s given twice", s, arch)
+	if _, dup := f.m[arch]; dup {
+		return fmt.Errorf("-%s %q: %s given twice", f.name, s, arch)
 	}
-	b[arch] = path
+	f.m[arch] = path
 	return nil
 }
 
 func main() {
-	bins := binFlag{}
+	bins, docs := binFlag{}, binFlag{}
 	flag.Var(bins, "binary", "ARCH=PATH of a static kernel_exporter for linux/ARCH (amd64, arm64); repeat for each")
+	flag.Var(archFlag{"doc", docs}, "doc", "ARCH=DIR whose files (licences) go under /"+DocDir+" in linux/ARCH's image; repeat for each")
 	out := flag.String("out", "", "OCI archive to write")
 	version := flag.String("version", "", "image version (label org.opencontainers.image.version, tag)")
 	revision := flag.String("revision", "", "source commit (label org.opencontainers.image.revision)")
 	source := flag.String("source", "https://github.com/kernel-exporter/kernel_exporter", "label org.opencontainers.image.source")
 	created := flag.Int64("created", -1, "timestamp of every file and of the image, in Unix seconds (SOURCE_DATE_EPOCH)")
 	flag.Parse()
-	if err := run(bins, *out, *version, *revision, *source, *created); err != nil {
+	if err := run(bins, docs, *out, *version, *revision, *source, *created); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bins binFlag, out, version, revision, source string, created int64) error {
+func run(bins, docs binFlag, out, version, revision, source string, created int64) error {
+	for arch := range docs {
+		if _, ok := bins[arch]; !ok {
+			return fmt.Errorf("-doc %s=%s: no -binary for %s", arch, docs[arch], arch)
+		}
+	}
 	switch {
 	case len(bins) == 0:
 		return errors.New("no -binary given")
@@ -117,7 +147,7 @@ func run(bins binFlag, out, version, revision, source string, created int64) err
 	sort.Strings(archs)
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, arch := range archs {
-		img, err := archImage(bins[arch], arch, when, labels)
+		img, err := archImage(bins[arch], docs[arch], arch, when, labels)
 		if err != nil {
 			return err
 		}
@@ -157,7 +187,7 @@ func run(bins binFlag, out, version, revision, source string, created int64) err
 
 // archImage is the linux/arch image: one layer, config with entrypoint,
 // default arguments, labels and created time.
-func archImage(binPath, arch string, when time.Time, labels map[string]string) (v1.Image, error) {
+func archImage(binPath, docDir, arch string, when time.Time, labels map[string]string) (v1.Image, error) {
 	st, err := os.Stat(binPath)
 	if err != nil {
 		return nil, err
@@ -169,7 +199,13 @@ func archImage(binPath, arch string, when time.Time, labels map[string]string) (
 	if err != nil {
 		return nil, err
 	}
-	layerTar, err := rootfs(bin, when)
+	var doc []docFile
+	if docDir != "" {
+		if doc, err = readDoc(docDir); err != nil {
+			return nil, fmt.Errorf("-doc %s=%s: %w", arch, docDir, err)
+		}
+	}
+	layerTar, err := rootfs(bin, doc, when)
 	if err != nil {
 		return nil, err
 	}
@@ -211,21 +247,77 @@ func archImage(binPath, arch string, when time.Time, labels map[string]string) (
 	return mutate.ConfigFile(img, cf)
 }
 
-// rootfs is the layer's tar: the binary and two directories, owned by
-// root, with mtime when.
-func rootfs(bin []byte, when time.Time) ([]byte, error) {
+// docFile is a file of -doc: its path relative to the directory (a
+// trailing slash for a directory), and its bytes.
+type docFile struct {
+	name string
+	data []byte
+}
+
+// readDoc reads dir's tree of regular files and directories, sorted by name,
+// at most maxDoc bytes in all.
+func readDoc(dir string) ([]docFile, error) {
+	var out []docFile
+	total := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.IsDir():
+			out = append(out, docFile{name: rel + "/"})
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s: not a regular file or directory", rel)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if total += int(info.Size()); total > maxDoc {
+			return fmt.Errorf("more than %d bytes of files", maxDoc)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out = append(out, docFile{name: rel, data: data})
+		return nil
+	})
+	return out, err
+}
+
+// rootfs is the layer's tar: the binary, two directories and the doc
+// files, owned by root, with mtime when.
+func rootfs(bin []byte, doc []docFile, when time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	entries := []struct {
+	type entry struct {
 		name string
 		mode int64
 		dir  bool
 		data []byte
-	}{
+	}
+	entries := []entry{
 		{"etc/", 0o755, true, nil},
 		{"etc/kernel_exporter/", 0o755, true, nil},
 		{"kernel_exporter", 0o755, false, bin},
 		{"tmp/", 0o1777, true, nil},
+	}
+	if len(doc) > 0 {
+		for _, d := range []string{"usr/", "usr/share/", "usr/share/doc/", DocDir} {
+			entries = append(entries, entry{d, 0o755, true, nil})
+		}
+		for _, f := range doc {
+			isDir := strings.HasSuffix(f.name, "/")
+			mode := int64(0o644)
+			if isDir {
+				mode = 0o755
+			}
+			entries = append(entries, entry{DocDir + f.name, mode, isDir, f.data})
+		}
 	}
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, Mode: e.mode, ModTime: when, Format: tar.FormatPAX,

@@ -1,14 +1,18 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRunReproducible writes the archive twice from the same binaries and
@@ -22,9 +26,19 @@ func TestRunReproducible(t *testing.T) {
 		t.Fatal(err)
 	}
 	bins := binFlag{"amd64": bin, "arm64": bin}
+	doc := filepath.Join(dir, "doc")
+	for name, text := range map[string]string{"LICENSE": "Apache License", "LICENSES/BSD-2-Clause.txt": "BSD", "THIRD_PARTY_LICENSES": "modules"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(doc, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(doc, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs := binFlag{"amd64": doc, "arm64": doc}
 	write := func(name string, created int64) []byte {
 		out := filepath.Join(dir, name)
-		if err := run(bins, out, "1.2.3", "abc", "src", created); err != nil {
+		if err := run(bins, docs, out, "1.2.3", "abc", "src", created); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(out)
@@ -42,21 +56,12 @@ func TestRunReproducible(t *testing.T) {
 	}
 
 	files := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(a))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	readTar(t, a, func(h *tar.Header, body []byte) {
 		if h.ModTime.Unix() != 1700000000 || h.Uid != 0 || h.Gid != 0 {
 			t.Errorf("%s: mtime %v uid %d gid %d, want 1700000000 and root", h.Name, h.ModTime.Unix(), h.Uid, h.Gid)
 		}
-		body, _ := io.ReadAll(tr)
 		files[h.Name] = body
-	}
+	})
 	var index struct {
 		Manifests []struct {
 			MediaType   string
@@ -82,6 +87,48 @@ func TestRunReproducible(t *testing.T) {
 	}
 }
 
+// TestRootfsDoc: the -doc files are in the layer under DocDir, with their
+// directories, root-owned and world-readable.
+func TestRootfsDoc(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "LICENSES"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"LICENSE": "A", "LICENSES/GPL-2.0-only.txt": "G"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc, err := readDoc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer, err := rootfs([]byte("bin"), doc, time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	readTar(t, layer, func(h *tar.Header, body []byte) { got[h.Name] = fmt.Sprintf("%o %s", h.Mode, body) })
+	for name, want := range map[string]string{
+		"kernel_exporter":                    "755 bin",
+		"usr/share/doc/":                     "755 ",
+		DocDir:                               "755 ",
+		DocDir + "LICENSE":                   "644 A",
+		DocDir + "LICENSES/":                 "755 ",
+		DocDir + "LICENSES/GPL-2.0-only.txt": "644 G",
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q (layer: %v)", name, got[name], want, got)
+		}
+	}
+	if err := os.Symlink("LICENSE", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readDoc(dir); err == nil || !strings.Contains(err.Error(), "link: not a regular file") {
+		t.Errorf("readDoc with a symlink: %v", err)
+	}
+}
+
 // TestRunBadInput checks each flag's range and form.
 func TestRunBadInput(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "x.tar")
@@ -100,7 +147,7 @@ func TestRunBadInput(t *testing.T) {
 		{bins, out, "1", 1 << 40, "-created"},
 		{bins, out, "1", 0, "/nonexistent"},
 	} {
-		err := run(tc.bins, tc.out, tc.version, "r", "s", tc.created)
+		err := run(tc.bins, nil, tc.out, tc.version, "r", "s", tc.created)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%v, %q, %q, %d) = %v, want an error with %q", tc.bins, tc.out, tc.version, tc.created, err, tc.want)
 		}
@@ -116,5 +163,31 @@ func TestRunBadInput(t *testing.T) {
 	}
 	if err := b.Set("amd64=/y"); err == nil {
 		t.Errorf("-binary amd64 twice accepted")
+	}
+	if err := run(binFlag{"amd64": "/x"}, binFlag{"arm64": "/d"}, out, "1", "r", "s", 0); err == nil || !strings.Contains(err.Error(), "-doc arm64=/d: no -binary for arm64") {
+		t.Errorf("-doc without its -binary: %v", err)
+	}
+	if err := (archFlag{"doc", binFlag{}}).Set("s390x=/d"); err == nil || !strings.Contains(err.Error(), "-doc") {
+		t.Errorf("-doc s390x: %v", err)
+	}
+}
+
+// readTar calls f with every entry of the tar archive data and its bytes.
+func readTar(t *testing.T, data []byte, f func(*tar.Header, []byte)) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(h, body)
 	}
 }

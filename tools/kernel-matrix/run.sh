@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Kernel test matrix (make test-kernels): runs the TestMatrix* integration
 # tests on this machine's kernel, then boots each guest kernel below under
 # QEMU (TCG: no KVM needed) with an initramfs holding busybox-static, the

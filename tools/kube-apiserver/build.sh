@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # build.sh: builds k8s.io/kubernetes' cmd/kube-apiserver from the Go module
 # proxy (no git checkout) into .cache/kube-apiserver/<version>/kube-apiserver,
 # for internal/kubetest. A second run with the binary present does nothing.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # build.sh: builds an OpenTelemetry Collector for the tests (internal/otelcoltest)
 # into .cache/otelcol/<version>/otelcol. A second run with the binary present
 # does nothing.

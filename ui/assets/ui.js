@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // kernel_exporter live page: polls data every second and draws on canvas.
 // No library, no network but this exporter (see package ui).
 'use strict';

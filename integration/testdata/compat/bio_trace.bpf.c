@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 /*
@@ -22,7 +22,7 @@
 #define REQ_OP_MASK	0xff
 #define MINORBITS	20
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct start {
 	__u64 ts;

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 /*
@@ -13,7 +13,7 @@
 #include <bpf/bpf_endian.h>
 #include "kernel_exporter/maps.bpf.h"
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #ifndef XDP_SECTION
 #define XDP_SECTION "xdp/lo"

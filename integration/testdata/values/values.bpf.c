@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 //go:build ignore
 
 /*
@@ -20,7 +20,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* x86_64 syscall numbers */
 #define NR_LSEEK 8

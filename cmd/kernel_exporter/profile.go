@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+
+	"github.com/kernel-exporter/kernel_exporter/budget"
+	"github.com/kernel-exporter/kernel_exporter/loader"
+	"github.com/kernel-exporter/kernel_exporter/profile"
+)
+
+// profileCaps are the capabilities serve keeps with --profile.enable:
+// opening perf events and attaching (perfmon), kallsyms (syslog), other
+// users' /proc/<pid>/maps and /proc/<pid>/root (sys_ptrace), their files
+// (dac_read_search).
+const profileCaps = "perfmon,syslog,sys_ptrace,dac_read_search"
+
+// profileRecordFlags are the flags of profile (profile record).
+type profileRecordFlags struct {
+	duration, minBlock                 time.Duration
+	freq                               int
+	offcpu, kernelOnly, userOnly, idle bool
+	pids, comms, cgroups               []string
+	output, format                     string
+	memBudget                          string
+
+	// Set by check.
+	filter profile.Filter
+	mem    uint64
+}
+
+// profileDiffFlags are the arguments and flags of profile diff.
+type profileDiffFlags struct {
+	base, new, format, sort, kind string
+	top                           int
+
+	// Set by check.
+	by profile.Measure
+}
+
+// profileCommands declares profile, with its subcommands record (the
+// default) and diff (package profile).
+func profileCommands(app *kingpin.Application) []*command {
+	cmd := app.Command("profile", "Take a CPU (or --offcpu) profile of every process, or those given, and write it as pprof or folded stacks, with no server; nothing stays attached. profile diff compares two profiles.")
+	r := &profileRecordFlags{}
+	rc := cmd.Command("record", "Take a profile (the default subcommand).").Default()
+	rc.Flag("duration", fmt.Sprintf("Length of the profile, up to %v; Ctrl-C ends it early and still writes it.", profile.MaxDuration)).Default(profile.DefaultDuration.String()).DurationVar(&r.duration)
+	rc.Flag("frequency", fmt.Sprintf("On-CPU samples per second per CPU, 1 to %d (19 for always-on, 49 or 99 for an investigation).", profile.MaxFrequency)).Default("99").IntVar(&r.freq)
+	rc.Flag("offcpu", "Profile time blocked off the CPU (sched_switch), in nanoseconds by stack, instead of on-CPU samples.").BoolVar(&r.offcpu)
+	rc.Flag("min-block", "With --offcpu: shortest block counted.").Default(profile.DefaultMinBlock.String()).DurationVar(&r.minBlock)
+	rc.Flag("pid", "Only these processes (repeatable, or comma-separated).").StringsVar(&r.pids)
+	rc.Flag("comm", "Only threads of this name (repeatable).").StringsVar(&r.comms)
+	rc.Flag("cgroup", "Only this cgroup v2: an id or a path such as /system.slice/ssh.service (repeatable).").StringsVar(&r.cgroups)
+	rc.Flag("kernel-only", "Kernel frames only.").BoolVar(&r.kernelOnly)
+	rc.Flag("user-only", "User frames only.").BoolVar(&r.userOnly)
+	rc.Flag("include-idle", "Keep the samples of the idle tasks (swapper).").BoolVar(&r.idle)
+	rc.Flag("output", "File to write (default standard output).").Short('o').StringVar(&r.output)
+	rc.Flag("format", "pprof (gzipped protobuf, for go tool pprof) or folded (for flamegraph.pl). Default: pprof, or folded for an output ending in .folded or .txt.").EnumVar(&r.format, "pprof", "folded")
+	rc.Flag("bpf.memory-budget", "Kernel memory the profile's maps may hold, estimated before they are created (as 256MiB; 0: no budget).").Default(budget.DefaultMemoryBudgetText).StringVar(&r.memBudget)
+
+	d := &profileDiffFlags{}
+	dc := cmd.Command("diff", "Compare two profiles (pprof or folded, of two hosts or two times): the functions whose share of samples grew and shrank most, each profile normalised by its total.")
+	dc.Arg("base", "The profile compared against.").Required().StringVar(&d.base)
+	dc.Arg("new", "The profile compared.").Required().StringVar(&d.new)
+	dc.Flag("format", "table, or folded: difffolded.pl's lines (stack, base scaled to new's total, new) for flamegraph.pl's differential flame graph.").Default("table").EnumVar(&d.format, "table", profile.FormatFolded)
+	dc.Flag("top", "Functions listed as grown and as shrunk, 1 to 10000.").Default("20").IntVar(&d.top)
+	dc.Flag("sort", "Rank by total (share of stacks holding the function: the path that changed) or self (share where it is the innermost frame).").Default("total").EnumVar(&d.sort, "total", "self")
+	dc.Flag("kind", "Kind of folded inputs: cpu or offcpu (pprof files say theirs).").Default("cpu").EnumVar(&d.kind, string(profile.CPU), string(profile.OffCPU))
+	return []*command{
+		{clause: rc, check: r.check, run: r.run},
+		{clause: dc, check: d.check, run: d.run},
+	}
+}
+
+func (r *profileRecordFlags) check() error {
+	if r.duration <= 0 || r.duration > profile.MaxDuration {
+		return fmt.Errorf("--duration %v: must be more than 0 and at most %v", r.duration, profile.MaxDuration)
+	}
+	if r.freq < 1 || r.freq > profile.MaxFrequency {
+		return fmt.Errorf("--frequency %d: must be 1 to %d", r.freq, profile.MaxFrequency)
+	}
+	if r.minBlock < 0 {
+		return fmt.Errorf("--min-block %v: must not be negative", r.minBlock)
+	}
+	if r.kernelOnly && r.userOnly {
+		return errors.New("--kernel-only and --user-only exclude each other")
+	}
+	// One flag at a time, so that an error names its flag.
+	for _, v := range []struct {
+		flag                 string
+		pids, comms, cgroups []string
+	}{{"--pid", r.pids, nil, nil}, {"--comm", nil, r.comms, nil}, {"--cgroup", nil, nil, r.cgroups}} {
+		f, err := profile.ParseFilterValues(v.pids, v.comms, v.cgroups)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.flag, err)
+		}
+		r.filter.PIDs, r.filter.Comms, r.filter.Cgroups = append(r.filter.PIDs, f.PIDs...), append(r.filter.Comms, f.Comms...), append(r.filter.Cgroups, f.Cgroups...)
+	}
+	var err error
+	r.filter.KernelOnly, r.filter.UserOnly, r.filter.IncludeIdle = r.kernelOnly, r.userOnly, r.idle
+	if r.mem, err = budget.ParseMemoryBudget(r.memBudget); err != nil {
+		return err
+	}
+	return nil
+}
+
+// run takes the profile and writes it (profile.Record).
+func (r *profileRecordFlags) run(e *env) int {
+	ctx, stop := signalContext(e.log, syscall.SIGHUP)
+	defer stop()
+	kind := profile.CPU
+	if r.offcpu {
+		kind = profile.OffCPU
+	}
+	return profile.Record(ctx, profile.RecordOptions{
+		Options: profile.Options{Kind: kind, Duration: r.duration, Frequency: r.freq, MinBlock: r.minBlock,
+			Filter: r.filter, MemoryBudget: r.mem, Logger: e.log},
+		Output: r.output, Format: r.format, Stdout: e.stdout, Stderr: e.stderr,
+	})
+}
+
+func (d *profileDiffFlags) check() error {
+	if d.top < 1 || d.top > 10000 {
+		return fmt.Errorf("--top %d: must be 1 to 10000", d.top)
+	}
+	var err error
+	d.by, err = profile.ParseMeasure(d.sort)
+	return err
+}
+
+// run compares the two profiles (profile.DiffFiles).
+func (d *profileDiffFlags) run(e *env) int {
+	return profile.DiffFiles(d.base, d.new, profile.DiffOptions{Format: d.format, Top: d.top, By: d.by,
+		Kind: profile.Kind(d.kind), Stdout: e.stdout, Stderr: e.stderr, Logger: e.log})
+}
+
+// profileServeFlags are serve's flags of the /profile/ endpoints.
+type profileServeFlags struct {
+	enable    bool
+	frequency int
+	maxHTTP   time.Duration
+}
+
+// addProfileServeFlags declares serve's --profile.* flags on c.
+func addProfileServeFlags(c *kingpin.CmdClause) *profileServeFlags {
+	p := &profileServeFlags{}
+	c.Flag("profile.enable", "Serve CPU and off-CPU profiles on "+profile.PathCPU+" and "+profile.PathOffCPU+" (pprof, or ?format=folded), behind the web config's TLS and authentication. Stacks show what runs on the host: off by default. Keeps the capabilities profiling needs ("+profileCaps+").").BoolVar(&p.enable)
+	c.Flag("profile.frequency", fmt.Sprintf("Default sampling frequency of %s, per CPU (1 to %d).", profile.PathCPU, profile.MaxFrequency)).Default(fmt.Sprint(profile.DefaultFrequency)).IntVar(&p.frequency)
+	c.Flag("profile.max-duration", fmt.Sprintf("Longest profile /profile/* takes (?seconds=), 1s to %v.", profile.MaxDuration)).Default(profile.DefaultMaxHTTPDuration.String()).DurationVar(&p.maxHTTP)
+	return p
+}
+
+func (p *profileServeFlags) check() error {
+	if p.frequency < 1 || p.frequency > profile.MaxFrequency {
+		return fmt.Errorf("--profile.frequency %d: must be 1 to %d", p.frequency, profile.MaxFrequency)
+	}
+	if p.maxHTTP < time.Second || p.maxHTTP > profile.MaxDuration {
+		return fmt.Errorf("--profile.max-duration %v: must be 1s to %v", p.maxHTTP, profile.MaxDuration)
+	}
+	return nil
+}
+
+// serve returns the /profile/ routes (nil without --profile.enable), the
+// CPU budget target t extended with the profiles' programs, and the
+// capabilities to keep.
+func (p *profileServeFlags) serve(ledger *budget.Ledger, t budget.Target, log *slog.Logger) (map[string]http.Handler, budget.Target, loader.CapSet) {
+	if !p.enable {
+		return nil, t, 0
+	}
+	h := profile.NewHandler(profile.HandlerOptions{Ledger: ledger, Frequency: p.frequency, MaxDuration: p.maxHTTP, Logger: log})
+	configs, detach, reattach := t.Configs, t.Detach, t.Reattach
+	t.Configs = func() []budget.Config { return append(configs(), h.BudgetConfigs()...) }
+	t.Detach = func(c, reason string) {
+		if !h.Detach(c, reason) {
+			detach(c, reason)
+		}
+	}
+	t.Reattach = func(c string) error {
+		if h.Reattach(c) {
+			return nil
+		}
+		return reattach(c)
+	}
+	caps, _, err := loader.ParseKeep(profileCaps)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return h.Routes(), t, caps
+}

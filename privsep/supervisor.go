@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package privsep
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/loader"
+)
+
+// Restart backoff of the worker: RestartBackoff after its first exit,
+// doubling at each exit up to MaxRestartBackoff; a worker that ran
+// StableRun or longer resets it.
+const (
+	RestartBackoff    = 250 * time.Millisecond
+	MaxRestartBackoff = time.Minute
+	StableRun         = 5 * time.Minute
+)
+
+// helperEnv is the helpers' whole environment. containermaxprocs=0: the
+// Go runtime would otherwise keep two cgroup files open for its life
+// (GOMAXPROCS follows the CPU limit), which a helper does not need.
+var helperEnv = []string{"GODEBUG=containermaxprocs=0"}
+
+// selfExe is the binary the helpers run: the exporter's own, even if the
+// file was replaced since it started.
+const selfExe = "/proc/self/exe"
+
+// Main runs a helper process (the hidden command Command) with its
+// arguments: the supervisor, or with "worker" first, the worker (see the
+// package doc). Both ask for SIGKILL when their parent dies, close the
+// descriptors they inherited but 0 to 3, and parse the settings. It
+// returns the exit code: 0 at end of file on the socket, 1 when setting up
+// failed, 2 for bad arguments.
+func Main(log *slog.Logger, args []string) int {
+	worker := len(args) > 0 && args[0] == argWorker
+	if worker {
+		args = args[1:]
+	}
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		log.Error("privileged helper: PR_SET_PDEATHSIG", "err", err)
+		return 1
+	}
+	if os.Getppid() == 1 {
+		return 0 // the parent died before PR_SET_PDEATHSIG
+	}
+	if n, err := closeInherited(socketFD); err != nil {
+		log.Error("privileged helper: closing inherited descriptors", "err", err)
+		return 1
+	} else if n > 0 {
+		log.Debug("privileged helper: closed inherited descriptors", "count", n)
+	}
+	s, err := ParseArgs(args)
+	if err != nil {
+		log.Error("privileged helper: bad arguments", "err", err)
+		return 2
+	}
+	if worker {
+		return workerMain(log, s)
+	}
+	return supervise(log, socketFD, args)
+}
+
+// supervise runs the supervisor on the control socket ctl: it runs a
+// worker with args, sends the exporter "up <pid>" with the worker's
+// socket, waits for the worker to exit, sends "down <pid> <status>", and
+// runs the next one after the backoff; at end of file on ctl it kills the
+// worker and exits 0.
+func supervise(log *slog.Logger, ctl int, args []string) int {
+	// The workers' PR_SET_PDEATHSIG fires when the thread that started
+	// them exits: keep this goroutine on one thread for good.
+	runtime.LockOSThread()
+	r, err := loader.PassOnCapabilities(HelperCapabilities)
+	if err != nil {
+		log.Error("privileged helper: reducing capabilities failed", "err", err)
+		return 1
+	}
+	unix.CloseOnExec(ctl)
+	log.Info("privileged helper supervisor running", "pid", os.Getpid(), "cap_prm", r.After.Permitted.Hex(), "passed_on", r.After.Permitted.String())
+	var current atomic.Int64 // the running worker's pid
+	go func() {
+		// Nothing is read from the exporter but the end of the socket.
+		buf := make([]byte, 1)
+		for {
+			n, _, _, _, err := unix.Recvmsg(ctl, buf, nil, 0)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil || n == 0 {
+				if pid := current.Load(); pid > 0 {
+					unix.Kill(int(pid), unix.SIGKILL)
+				}
+				os.Exit(0)
+			}
+		}
+	}()
+	backoff := RestartBackoff
+	for {
+		pid, sock, err := startWorker(args)
+		if err != nil {
+			log.Error("privileged helper: starting the worker failed", "err", err, "retry_in", backoff)
+		} else {
+			current.Store(int64(pid))
+			err := send(ctl, []byte(msgUp+" "+strconv.Itoa(pid)), []int{sock})
+			unix.Close(sock)
+			if err != nil {
+				unix.Kill(pid, unix.SIGKILL)
+				return 0 // the exporter is gone
+			}
+			start := time.Now()
+			status := waitExit(pid)
+			current.Store(0)
+			ran := time.Since(start)
+			if ran >= StableRun {
+				backoff = RestartBackoff
+			}
+			log.Warn("privileged helper worker exited: starting another", "pid", pid, "status", status, "ran", ran.Round(time.Millisecond), "restart_in", backoff)
+			if err := send(ctl, cut(msgDown+" "+strconv.Itoa(pid)+" "+status, MaxReply), nil); err != nil {
+				return 0
+			}
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, MaxRestartBackoff)
+	}
+}
+
+// startWorker runs a worker with args and returns its pid and the
+// supervisor's end of its socket. The worker gets the supervisor's
+// standard streams and its end of the socket as 3, nothing else.
+func startWorker(args []string) (int, int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, -1, fmt.Errorf("socketpair: %w", err)
+	}
+	argv := append([]string{selfExe, Command, argWorker}, args...)
+	pid, err := syscall.ForkExec(selfExe, argv, &syscall.ProcAttr{
+		Env:   helperEnv,
+		Files: []uintptr{0, 1, 2, uintptr(fds[1])},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	unix.Close(fds[1])
+	if err != nil {
+		unix.Close(fds[0])
+		return 0, -1, fmt.Errorf("start %s: %w", selfExe, err)
+	}
+	return pid, fds[0], nil
+}
+
+// waitExit waits for pid and describes how it ended.
+func waitExit(pid int) string {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return "wait: " + err.Error()
+		}
+		break
+	}
+	switch {
+	case ws.Signaled():
+		return "killed by " + unix.SignalName(ws.Signal())
+	case ws.Exited():
+		return "exit status " + strconv.Itoa(ws.ExitStatus())
+	}
+	return "ended"
+}
