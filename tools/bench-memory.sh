@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # tools/bench-memory.sh: peak memory of a 100k and a 1M-key BPF map, ours
 # and optionally the reference exporter's, side by side
 # (BenchmarkMemory in integration/bench_memory_test.go); prints a markdown

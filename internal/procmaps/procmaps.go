@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package procmaps parses /proc/<pid>/maps: the mappings of a process's
 // address space, one a line.
 package procmaps

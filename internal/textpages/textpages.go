@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package textpages gives back the pages of the running executable that
 // start-up touched and serving does not use.
 //
