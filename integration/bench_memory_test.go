@@ -59,11 +59,7 @@ func BenchmarkMemory(b *testing.B) {
 			dir := b.TempDir()
 			benchCompile(b, clang, dir, n)
 			b.Run("ours", func(b *testing.B) {
-				args := []string{"--config.dir=" + dir, "--config.names=bigmap", "--programs=none"}
-				if os.Getenv("KE_BENCH_PROFILE_DIR") != "" {
-					args = append(args, "--web.enable-pprof")
-				}
-				benchMemory(b, n, scrapes, binary, args...)
+				benchMemory(b, n, scrapes, binary, benchOursArgs(dir)...)
 			})
 			if ref == "" {
 				return
