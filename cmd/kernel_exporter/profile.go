@@ -15,6 +15,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/profile"
+	"github.com/kernel-exporter/kernel_exporter/ui"
 )
 
 // profileCaps are the capabilities serve keeps with --profile.enable:
@@ -152,7 +153,7 @@ type profileServeFlags struct {
 // addProfileServeFlags declares serve's --profile.* flags on c.
 func addProfileServeFlags(c *kingpin.CmdClause) *profileServeFlags {
 	p := &profileServeFlags{}
-	c.Flag("profile.enable", "Serve CPU and off-CPU profiles on "+profile.PathCPU+" and "+profile.PathOffCPU+" (pprof, or ?format=folded), behind the web config's TLS and authentication. Stacks show what runs on the host: off by default. Keeps the capabilities profiling needs ("+profileCaps+").").BoolVar(&p.enable)
+	c.Flag("profile.enable", "Serve CPU and off-CPU profiles on "+profile.PathCPU+" and "+profile.PathOffCPU+" (pprof, or ?format=folded) and their flame graphs on "+ui.ProfilePath+", behind the web config's TLS and authentication. Stacks show what runs on the host: off by default. Keeps the capabilities profiling needs ("+profileCaps+").").BoolVar(&p.enable)
 	c.Flag("profile.frequency", fmt.Sprintf("Default sampling frequency of %s, per CPU (1 to %d).", profile.PathCPU, profile.MaxFrequency)).Default(fmt.Sprint(profile.DefaultFrequency)).IntVar(&p.frequency)
 	c.Flag("profile.max-duration", fmt.Sprintf("Longest profile /profile/* takes (?seconds=), 1s to %v.", profile.MaxDuration)).Default(profile.DefaultMaxHTTPDuration.String()).DurationVar(&p.maxHTTP)
 	return p
@@ -168,7 +169,8 @@ func (p *profileServeFlags) check() error {
 	return nil
 }
 
-// serve returns the /profile/ routes (nil without --profile.enable), the
+// serve returns the /profile/ routes and the flame graph page (nil without
+// --profile.enable), the
 // CPU budget target t extended with the profiles' programs, and the
 // capabilities to keep.
 func (p *profileServeFlags) serve(ledger *budget.Ledger, t budget.Target, log *slog.Logger) (map[string]http.Handler, budget.Target, loader.CapSet) {
@@ -193,5 +195,7 @@ func (p *profileServeFlags) serve(ledger *budget.Ledger, t budget.Target, log *s
 	if err != nil {
 		panic(err) // a constant
 	}
-	return h.Routes(), t, caps
+	routes := h.Routes()
+	routes[ui.ProfilePath] = ui.ProfileHandler() // the flame graph page
+	return routes, t, caps
 }
