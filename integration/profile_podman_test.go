@@ -89,35 +89,14 @@ func TestProfilePodman(t *testing.T) {
 	line, _ := readLine(stdout)
 	t.Logf("workload in the container: ran %s s", strings.TrimSpace(line))
 
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a, b, all int64
-	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		if !foldedLine.MatchString(l) {
-			t.Fatalf("folded line %q is not frames;joined;by;semicolons, a space and a count", l)
-		}
-		i := strings.LastIndexByte(l, ' ')
-		n, _ := strconv.ParseInt(l[i+1:], 10, 64)
-		all += n
-		if !strings.HasPrefix(l, name+";") {
-			t.Errorf("folded line of another process (--pid %d): %q", pid, l)
-			continue
-		}
-		switch {
-		case strings.Contains(l[:i], ";burn_a"):
-			a += n
-		case strings.Contains(l[:i], ";burn_b"):
-			b += n
-		}
-	}
+	counts, all := readFoldedFile(t, out, name)
+	a, b := counts["burn_a"], counts["burn_b"]
 	t.Logf("container process %s (host pid %d): burn_a %d, burn_b %d of %d samples", name, pid, a, b, all)
 	if all < 200 {
-		t.Fatalf("%d samples of the container's process, want at least 200 (8 s at 499 Hz)\n%s", all, data)
+		t.Fatalf("%d samples of the container's process, want at least 200 (8 s at 499 Hz)", all)
 	}
 	if share := float64(a) / float64(all); share < 0.6 || share > 0.8 || b == 0 {
-		t.Errorf("burn_a %d and burn_b %d of %d samples: want burn_a at 60 to 80%% and burn_b present (symbols read through /proc/%d/root)\n%s", a, b, all, pid, data)
+		t.Errorf("burn_a %d and burn_b %d of %d samples: want burn_a at 60 to 80%% and burn_b present (symbols read through /proc/%d/root)", a, b, all, pid)
 	}
 }
 

@@ -23,8 +23,8 @@
 package otlpprofile
 
 import (
+	"fmt"
 	"os"
-	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
@@ -59,49 +59,47 @@ func newDict(d pprofile.ProfilesDictionary) *dict {
 	return t
 }
 
-func (t *dict) str(s string) int32 {
-	if i, ok := t.strings[s]; ok {
+// intern returns the index of key in m, or appends it with add (which
+// returns the new entry's index) the first time.
+func intern[K comparable](m map[K]int32, key K, add func() int32) int32 {
+	if i, ok := m[key]; ok {
 		return i
 	}
-	i := int32(t.d.StringTable().Len())
-	t.d.StringTable().Append(s)
-	t.strings[s] = i
+	i := add()
+	m[key] = i
 	return i
+}
+
+func (t *dict) str(s string) int32 {
+	return intern(t.strings, s, func() int32 {
+		t.d.StringTable().Append(s)
+		return int32(t.d.StringTable().Len() - 1)
+	})
 }
 
 func (t *dict) mapping(module string) int32 {
-	if i, ok := t.mappings[module]; ok {
-		return i
-	}
-	i := int32(t.d.MappingTable().Len())
-	t.d.MappingTable().AppendEmpty().SetFilenameStrindex(t.str(module))
-	t.mappings[module] = i
-	return i
+	return intern(t.mappings, module, func() int32 {
+		t.d.MappingTable().AppendEmpty().SetFilenameStrindex(t.str(module))
+		return int32(t.d.MappingTable().Len() - 1)
+	})
 }
 
 func (t *dict) function(name string) int32 {
-	if i, ok := t.functions[name]; ok {
-		return i
-	}
-	i := int32(t.d.FunctionTable().Len())
-	f := t.d.FunctionTable().AppendEmpty()
-	f.SetNameStrindex(t.str(name))
-	f.SetSystemNameStrindex(t.str(name))
-	t.functions[name] = i
-	return i
+	return intern(t.functions, name, func() int32 {
+		f := t.d.FunctionTable().AppendEmpty()
+		f.SetNameStrindex(t.str(name))
+		f.SetSystemNameStrindex(t.str(name))
+		return int32(t.d.FunctionTable().Len() - 1)
+	})
 }
 
 func (t *dict) location(f *profile.Frame) int32 {
-	k := [2]string{f.Module, f.Function}
-	if i, ok := t.locations[k]; ok {
-		return i
-	}
-	i := int32(t.d.LocationTable().Len())
-	l := t.d.LocationTable().AppendEmpty()
-	l.SetMappingIndex(t.mapping(f.Module))
-	l.Lines().AppendEmpty().SetFunctionIndex(t.function(f.Function))
-	t.locations[k] = i
-	return i
+	return intern(t.locations, [2]string{f.Module, f.Function}, func() int32 {
+		l := t.d.LocationTable().AppendEmpty()
+		l.SetMappingIndex(t.mapping(f.Module))
+		l.Lines().AppendEmpty().SetFunctionIndex(t.function(f.Function))
+		return int32(t.d.LocationTable().Len() - 1)
+	})
 }
 
 func (t *dict) stack(frames []*profile.Frame) int32 {
@@ -111,40 +109,25 @@ func (t *dict) stack(frames []*profile.Frame) int32 {
 		idx[n] = t.location(f)
 		key = append(key, byte(idx[n]), byte(idx[n]>>8), byte(idx[n]>>16), byte(idx[n]>>24))
 	}
-	if i, ok := t.stacks[string(key)]; ok {
-		return i
-	}
-	i := int32(t.d.StackTable().Len())
-	t.d.StackTable().AppendEmpty().LocationIndices().FromRaw(idx)
-	t.stacks[string(key)] = i
-	return i
+	return intern(t.stacks, string(key), func() int32 {
+		t.d.StackTable().AppendEmpty().LocationIndices().FromRaw(idx)
+		return int32(t.d.StackTable().Len() - 1)
+	})
 }
 
-// attrInt and attrStr return the index of attribute key=v.
-func (t *dict) attrInt(key string, v int64) int32 {
-	k := key + "\x00i" + strconv.FormatInt(v, 10)
-	if i, ok := t.attrs[k]; ok {
-		return i
-	}
-	i := int32(t.d.AttributeTable().Len())
-	a := t.d.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(t.str(key))
-	a.Value().SetInt(v)
-	t.attrs[k] = i
-	return i
-}
-
-func (t *dict) attrStr(key, v string) int32 {
-	k := key + "\x00s" + v
-	if i, ok := t.attrs[k]; ok {
-		return i
-	}
-	i := int32(t.d.AttributeTable().Len())
-	a := t.d.AttributeTable().AppendEmpty()
-	a.SetKeyStrindex(t.str(key))
-	a.Value().SetStr(v)
-	t.attrs[k] = i
-	return i
+// attr returns the index of attribute key=v, v an int64 or a string.
+func (t *dict) attr(key string, v any) int32 {
+	return intern(t.attrs, fmt.Sprintf("%s\x00%T\x00%v", key, v, v), func() int32 {
+		a := t.d.AttributeTable().AppendEmpty()
+		a.SetKeyStrindex(t.str(key))
+		switch v := v.(type) {
+		case int64:
+			a.Value().SetInt(v)
+		case string:
+			a.Value().SetStr(v)
+		}
+		return int32(t.d.AttributeTable().Len() - 1)
+	})
 }
 
 // Convert returns p as OTLP profiles (see the package doc), with
@@ -185,7 +168,7 @@ func Convert(p *profile.Profile, version string) pprofile.Profiles {
 		ps := pr.Samples().AppendEmpty()
 		ps.SetStackIndex(t.stack(s.Stack))
 		ps.Values().Append(s.Value)
-		ps.AttributeIndices().Append(t.attrInt("process.pid", int64(s.PID)), t.attrStr("thread.name", s.Comm))
+		ps.AttributeIndices().Append(t.attr("process.pid", int64(s.PID)), t.attr("thread.name", s.Comm))
 	}
 	return out
 }
