@@ -39,14 +39,19 @@ BPF_DIR     := programs
 BPF_BUILD   := tools/bpf-build.sh
 BPF_SUM     := tools/bpf-sum.sh
 
-BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c profile/bpf/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c))
+BPF_SRCS    := $(sort $(wildcard $(BPF_DIR)/*.bpf.c profile/bpf/*.bpf.c bpfstats/*.bpf.c integration/testdata/fallback/*.bpf.c integration/testdata/perfarray/*.bpf.c integration/testdata/bpfspin/*.bpf.c))
 
-.PHONY: bpf bpf-check bpf-deps
+.PHONY: bpf bpf-check bpf-sum-check bpf-deps
 
 # Programs, and the test objects embedded in the integration tests (see
 # make test-kernels).
 bpf:
 	@$(BPF_SUM) update $(BPF_SRCS)
+
+# Fail unless programs/bpf.sum lists exactly the objects of BPF_SRCS with
+# their current hashes (no clang needed; the fresh-clone test runs it).
+bpf-sum-check:
+	@$(BPF_SUM) check $(BPF_SRCS)
 
 # Rebuild every object into a scratch directory and compare it with the one
 # in the tree. Also catches a source without an object and the reverse.
@@ -126,7 +131,7 @@ RUN_ARGS  ?=
 # Nothing is installed with its Recommends (tools/install-debs.sh): what the
 # tests need is named, ca-certificates (Go modules over HTTPS) and kmod
 # (modprobe, for kernels that load veth and friends as modules) included.
-TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc libc6-dev systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids libbpf-tools
+TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc libc6-dev systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids libbpf-tools bpftool
 # QEMU for the kernel matrix (headless: no GUI libraries, as nothing is
 # installed with its Recommends).
 QEMU_DEBS := qemu-system-x86
@@ -216,15 +221,22 @@ test-kernels: test-deps
 #   make bench-profile   what a whole-host CPU profile costs at 19 and 99 Hz:
 #                        BPF ns per sample, BPF and exporter CPU, added RSS,
 #                        share of user frames resolved (package profile)
+#   make bench-bcc       BPF ns per event of runqlat, softirq, syscalls and
+#                        biolatency against Debian's libbpf-tools (runqlat,
+#                        softirqs -d, syscount, biolatency -D) on the same
+#                        events, in both attach orders, BCC_RUNS times,
+#                        with a minimal program per hook as the floor
 #
 # BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
-# OVERHEAD_SECONDS (default 10) is how long the workload runs.
+# OVERHEAD_SECONDS (default 10) is how long the workload runs (also per
+# attach order in bench-bcc).
 # ---------------------------------------------------------------------------
 
 BENCH_TIME       ?= 5x
 OVERHEAD_SECONDS ?= 10
+BCC_RUNS         ?= 3
 
-.PHONY: bench bench-overhead bench-budget bench-profile
+.PHONY: bench bench-overhead bench-budget bench-profile bench-bcc
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
@@ -235,6 +247,9 @@ bench-overhead:
 
 bench-profile:
 	KE_PROFILE_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench ProfileCost -benchtime 1x -timeout 30m ./profile/
+
+bench-bcc:
+	KE_BCC_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench BCCSideBySide -benchtime 1x -count $(BCC_RUNS) -timeout 60m ./integration/
 
 bench-budget:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench SamplingCost -benchtime 1x -timeout 10m ./budget/

@@ -110,10 +110,24 @@ type CPUOptions struct {
 	// window is the whole period and the supervisor turns nothing on.
 	StatsOn bool
 	Logger  *slog.Logger
+	// Observers are told when each window starts and ends (the host BPF
+	// collector measures every program of the host over the same
+	// windows, so that the host pays for statistics only once). With
+	// observers the windows run even when Budget is 0.
+	Observers []Observer
 	// Clock and EnableStats are for tests: nil means the real clock and
 	// ebpf.EnableStats(BPF_STATS_RUN_TIME).
 	Clock       Clock
 	EnableStats func() (io.Closer, error)
+}
+
+// Observer is told when each measuring window starts and ends; both calls
+// run while statistics are on. continuous: statistics stay on between
+// windows (StatsOn), so a window's end is the next one's start. period is
+// the time each window stands for (CPUOptions.Period).
+type Observer interface {
+	WindowStart(ctx context.Context, continuous bool)
+	WindowEnd(ctx context.Context, period time.Duration, continuous bool)
 }
 
 // Clock is the time source of the supervisor.
@@ -208,10 +222,10 @@ func (s *CPU) window() (window, idle time.Duration) {
 	return s.opts.Window, s.opts.Period - s.opts.Window
 }
 
-// Run measures every period until ctx is done. With Budget 0 it returns at
-// once.
+// Run measures every period until ctx is done. With Budget 0 and no
+// observers it returns at once.
 func (s *CPU) Run(ctx context.Context) {
-	if s.opts.Budget <= 0 {
+	if s.opts.Budget <= 0 && len(s.opts.Observers) == 0 {
 		return
 	}
 	_, idle := s.window()
@@ -224,9 +238,11 @@ func (s *CPU) Run(ctx context.Context) {
 }
 
 // Step runs one measuring window: it re-attaches configs whose backoff has
-// ended, turns statistics on (unless StatsOn), reads every program's run
-// time, waits the window, reads again, turns statistics off, and detaches
-// the configs over budget. It returns the rates measured, by config.
+// ended, turns statistics on (unless StatsOn), tells the observers the
+// window starts, reads every program's run time, waits the window, reads
+// again, tells the observers it ends, turns statistics off, and detaches
+// the configs over budget (when Budget is not 0). It returns the rates
+// measured, by config.
 func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	s.reattachDue()
 	window, _ := s.window()
@@ -255,6 +271,9 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 			}
 		}
 	}
+	for _, o := range s.opts.Observers {
+		o.WindowStart(ctx, s.opts.StatsOn)
+	}
 	configs := s.target.Configs()
 	start := readRunTimes(configs)
 	t0 := s.clock.Now()
@@ -263,6 +282,9 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	}
 	end := readRunTimes(s.target.Configs())
 	elapsed := s.clock.Now().Sub(t0)
+	for _, o := range s.opts.Observers {
+		o.WindowEnd(ctx, s.opts.Period, s.opts.StatsOn)
+	}
 	rates := Rates(configs, start, end, elapsed)
 	s.mu.Lock()
 	s.lastRates, s.lastWindow, s.lastEnd = rates, elapsed, s.clock.Now()
@@ -273,7 +295,7 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if rates[n] > s.opts.Budget {
+		if s.opts.Budget > 0 && rates[n] > s.opts.Budget {
 			s.trip(n, rates[n], elapsed)
 		}
 	}

@@ -6,10 +6,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -413,4 +415,58 @@ func TestLastRates(t *testing.T) {
 	if r2, _, _ := s.LastRates(); !near(r2["a"], 0.03) {
 		t.Errorf("LastRates shares its map with the caller")
 	}
+}
+
+// observer records the windows it is told of, and whether statistics were
+// on at each call.
+type observer struct {
+	on     *int
+	calls  []string
+	period time.Duration
+}
+
+func (o *observer) WindowStart(_ context.Context, continuous bool) {
+	o.calls = append(o.calls, fmt.Sprintf("start on=%d continuous=%v", *o.on, continuous))
+}
+
+func (o *observer) WindowEnd(_ context.Context, period time.Duration, continuous bool) {
+	o.period = period
+	o.calls = append(o.calls, fmt.Sprintf("end on=%d continuous=%v", *o.on, continuous))
+}
+
+// TestObservers checks that observers see each window's start and end
+// while statistics are on, and that with a budget of 0 the windows still
+// run for them but nothing is detached.
+func TestObservers(t *testing.T) {
+	s, _, fx, on := setup(t)
+	o := &observer{on: on}
+	s.opts.Observers = []Observer{o}
+	s.opts.Budget = 0
+	s.Step(context.Background())
+	want := []string{"start on=1 continuous=false", "end on=1 continuous=false"}
+	if !slices.Equal(o.calls, want) || o.period != 10*time.Second {
+		t.Errorf("observer saw %q over a period of %v, want %q over 10s", o.calls, o.period, want)
+	}
+	if len(fx.detached) != 0 {
+		t.Errorf("budget 0 detached %v", fx.detached)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o.calls = nil
+	s.clock = cancelAfter{s.clock, cancel}
+	s.Run(ctx) // with observers, Run runs at budget 0: one window, then ctx ends
+	if len(o.calls) == 0 {
+		t.Error("Run with observers and budget 0 ran no window")
+	}
+}
+
+// cancelAfter is a clock whose first sleep cancels the run.
+type cancelAfter struct {
+	Clock
+	cancel context.CancelFunc
+}
+
+func (c cancelAfter) Sleep(ctx context.Context, d time.Duration) error {
+	err := c.Clock.Sleep(ctx, d)
+	c.cancel()
+	return err
 }

@@ -80,8 +80,10 @@ func FuzzConfig(f *testing.F) {
 		"metrics: {gauges: [{name: g, help: h, signed: true, per_cpu: label, labels: [{name: k, size: 4, decoders: [{name: uint}]}]}]}\n",
 		"metrics: {counters: [{name: flows, help: h, per_cpu: label, labels: [{name: k, size: 4, decoders: [{name: uint}]}], values: [{field: f0, name: a_total}, {field: f3, name: b_total}, {field: nope, name: c_total}]}]}\n",
 		"metrics: {gauges: [{name: flows, help: h, values: [{field: f1, name: a}, {field: f2, name: b}]}], histograms: [{name: h_seconds, help: h, per_cpu: label, bucket_type: exp2, bucket_max: 3, labels: [{name: bucket, size: 4}]}]}\n",
+		"metrics: {histograms: [{name: h_seconds, help: h, slots_in_value: true, per_cpu: label, bucket_type: exp2, bucket_max: 36, labels: [{name: v, size: 4, decoders: [{name: uint}]}]}], counters: [{name: c_total, help: h, skip_zero: true, labels: [{name: nr, size: 4, decoders: [{name: syscall}]}]}]}\n",
 	} {
 		f.Add([]byte(s), int16(0))
+		f.Add([]byte(s), int16(16))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, delta int16) {
 		cfg, err := config.Parse("fuzz.yaml", data)
@@ -126,6 +128,10 @@ func FuzzConfig(f *testing.F) {
 		}
 		for _, h := range cfg.Metrics.Histograms {
 			add(h.Name, h.Labels)
+			// delta's bit 4: a value of 38 u64 slots (slots_in_value).
+			if delta&16 != 0 {
+				spec.Maps[h.Name].Value, spec.Maps[h.Name].ValueSize = nil, 8*38
+			}
 		}
 		if delta%2 != 0 {
 			spec.Maps["stacks"] = &ebpf.MapSpec{Name: "stacks", Type: ebpf.StackTrace, KeySize: 4, ValueSize: 127 * 8, MaxEntries: 1}
@@ -139,6 +145,9 @@ func FuzzConfig(f *testing.F) {
 			v := mp.Value
 			if v.Off < 0 || (v.Size != 1 && v.Size != 2 && v.Size != 4 && v.Size != 8) || v.Off+v.Size > mp.ValueSize {
 				t.Fatalf("%s: value field %+v outside the %d-byte value", mp.Name, v, mp.ValueSize)
+			}
+			if mp.ValueSlots != 0 && (!mp.Histogram || mp.ValueSlots*8 != mp.ValueSize || mp.BucketSize != 0 || mp.BucketOff != mp.KeySize) {
+				t.Fatalf("%s: %d value slots in a %d-byte value, bucket at [%d, %d) of a %d-byte key", mp.Name, mp.ValueSlots, mp.ValueSize, mp.BucketOff, mp.BucketOff+mp.BucketSize, mp.KeySize)
 			}
 			if mp.CPULabel && (!mp.PerCPU || mp.Labels[0].Name != config.CPULabel) {
 				t.Fatalf("%s: cpu label on a %v map, labels %v", mp.Name, mp.PerCPU, mp.Labels)

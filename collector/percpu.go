@@ -32,24 +32,104 @@ func (m *metric) valueSum(val []byte) uint64 {
 
 // entry adds one map entry to the read in flight.
 func (m *metric) entry(key, val []byte) {
+	if m.ValueSlots > 0 {
+		m.entrySlots(key, val)
+		return
+	}
 	if !m.CPULabel {
+		v := m.valueSum(val)
+		if v == 0 && m.SkipZero {
+			return
+		}
 		if m.exp != nil {
-			m.addSeen(key, m.valueSum(val))
+			m.addSeen(key, v)
 		} else {
-			m.add(key, m.valueSum(val))
+			m.add(key, v)
 		}
 		return
 	}
+	k := m.cpuKeyOf(key)
+	for c := 0; c < m.ncpu && (c+1)*m.cpuSize <= len(val); c++ {
+		v := m.Value.read(val[c*m.cpuSize:])
+		if v == 0 && m.SkipZero {
+			continue
+		}
+		nativeEndian.PutUint32(k, uint32(c))
+		m.add(k, v)
+	}
+}
+
+// entrySlots adds one entry of a histogram with slots_in_value: slot i
+// of each CPU's value is the u64 at bytes [8i, 8i+8), summed over CPUs
+// or, under per_cpu: label, a series per CPU. An entry whose slots are
+// all zero (an array entry never written) makes no series, as a key
+// absent from a hash map.
+func (m *metric) entrySlots(key, val []byte) {
+	if !m.CPULabel {
+		var sums [64]uint64
+		slots := sums[:0]
+		if m.ValueSlots > len(sums) {
+			slots = make([]uint64, 0, m.ValueSlots)
+		}
+		nonzero := false
+		for i := 0; i < m.ValueSlots; i++ {
+			var v uint64
+			for c := 0; c < m.ncpu && (c+1)*m.cpuSize <= len(val); c++ {
+				v += nativeEndian.Uint64(val[c*m.cpuSize+8*i:])
+			}
+			slots = append(slots, v)
+			nonzero = nonzero || v != 0
+		}
+		if !nonzero {
+			return
+		}
+		if s := m.series(key); s != nil {
+			for i, v := range slots {
+				if v != 0 {
+					m.addSlot(s, uint64(i), v)
+				}
+			}
+		}
+		return
+	}
+	k := m.cpuKeyOf(key)
+	for c := 0; c < m.ncpu && (c+1)*m.cpuSize <= len(val); c++ {
+		cpu := val[c*m.cpuSize : c*m.cpuSize+8*m.ValueSlots]
+		if allZero(cpu) {
+			continue
+		}
+		nativeEndian.PutUint32(k, uint32(c))
+		s := m.series(k)
+		if s == nil {
+			continue
+		}
+		for i := 0; i < m.ValueSlots; i++ {
+			if v := nativeEndian.Uint64(cpu[8*i:]); v != 0 {
+				m.addSlot(s, uint64(i), v)
+			}
+		}
+	}
+}
+
+// cpuKeyOf returns the metric's key buffer for per_cpu: label, holding
+// key after the 4 bytes of the CPU number, which the caller sets.
+func (m *metric) cpuKeyOf(key []byte) []byte {
 	k := m.cpuKey
 	if len(k) != cpuKeySize+len(key) {
 		k = make([]byte, cpuKeySize+len(key))
 		m.cpuKey = k
 	}
 	copy(k[cpuKeySize:], key)
-	for c := 0; c < m.ncpu && (c+1)*m.cpuSize <= len(val); c++ {
-		nativeEndian.PutUint32(k, uint32(c))
-		m.add(k, m.Value.read(val[c*m.cpuSize:]))
+	return k
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
 	}
+	return true
 }
 
 // add adds value v of key (with its CPU prefix under per_cpu: label) to
@@ -63,7 +143,12 @@ func (m *metric) add(key []byte, v uint64) {
 		s.value += v
 		return
 	}
-	slot := readUint(key[m.BucketOff : m.BucketOff+m.BucketSize])
+	m.addSlot(s, readUint(key[m.BucketOff:m.BucketOff+m.BucketSize]), v)
+}
+
+// addSlot adds count v of slot to histogram series s (the sum slot's v to
+// its sum).
+func (m *metric) addSlot(s *series, slot, v uint64) {
 	switch i := m.Buckets.Slot(slot); {
 	case i == -2:
 		s.sum += v

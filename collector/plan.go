@@ -77,6 +77,14 @@ type MetricPlan struct {
 	// Histogram only: the bucket field, slot → bucket index, and bounds.
 	BucketOff, BucketSize int
 	Buckets               Buckets
+	// SkipZero (counters): entries whose value is 0 add nothing and make
+	// no series.
+	SkipZero bool
+	// ValueSlots, for a histogram with slots_in_value, is the number of
+	// u64 slot counts in each value (slot i at bytes [8i, 8i+8)); the key
+	// then has no bucket field: BucketOff is KeySize, BucketSize 0. 0
+	// otherwise.
+	ValueSlots int
 
 	// Perf: the map is a perf event array whose records, laid out as
 	// Labels over KeySize bytes, each count 1 (perfarray.go); the
@@ -128,6 +136,7 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		}
 		mp.Inferred = inferred
 		mp.MaxSeries = c.MaxSeries
+		mp.SkipZero = c.SkipZero
 		if mp.TTL, err = p.compileTTL(path, c.Name, c.TTL); err != nil {
 			return nil, err
 		}
@@ -140,6 +149,14 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 	for i := range cfg.Metrics.Histograms {
 		h := &cfg.Metrics.Histograms[i]
 		path := fmt.Sprintf("metrics.histograms[%d]", i)
+		if h.SlotsInValue {
+			mps, err := p.compileValueSlots(path, h, env)
+			if err != nil {
+				return nil, err
+			}
+			p.Metrics = append(p.Metrics, mps...)
+			continue
+		}
 		labels, inferred, err := p.resolveLabels(path, h.Name, h.Labels, true)
 		if err != nil {
 			return nil, err
@@ -190,6 +207,40 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		return nil, err
 	}
 	return p, nil
+}
+
+// compileValueSlots compiles a histogram with slots_in_value: its key
+// holds only labels (laid out as a counter's: the whole key when listed,
+// from BTF otherwise) and its value is an array of u64 counts, one per
+// slot. A value that is not a whole number of u64 (1 to
+// config.MaxValueSlots of them) is an error naming the map.
+func (p *Plan) compileValueSlots(path string, h *config.Histogram, env *decoder.Env) ([]*MetricPlan, error) {
+	cfg := p.Config
+	labels, inferred, err := p.resolveLabels(path, h.Name, h.Labels, false)
+	if err != nil {
+		return nil, err
+	}
+	mp, err := p.compileMetric(path, h.Name, h.Help, labels, env, len(labels) > 0)
+	if err != nil {
+		return nil, err
+	}
+	mp.Histogram = true
+	mp.Inferred = inferred
+	mp.MaxSeries = h.MaxSeries
+	if h.TTL != "" {
+		return nil, cfg.Errorf(path+".ttl", "metric %s: ttl is not supported with slots_in_value", config.Quote(h.Name))
+	}
+	if n := mp.ValueSize / 8; mp.ValueSize%8 != 0 || n < 1 || n > config.MaxValueSlots {
+		return nil, cfg.Errorf(path+".slots_in_value", "map %s has %d-byte values, want 1 to %d u64 slot counts (a multiple of 8 bytes)", config.Quote(h.Name), mp.ValueSize, config.MaxValueSlots)
+	}
+	mp.ValueSlots = mp.ValueSize / 8
+	mp.BucketOff = mp.KeySize // the whole key is labels
+	if n := bucketCount(h); n > config.MaxBuckets {
+		return nil, cfg.Errorf(path+".bucket_max", "%d buckets, more than the limit of %d", n, config.MaxBuckets)
+	}
+	mp.Buckets = NewBuckets(h)
+	mp.Buckets.LeaveOut = env != nil && env.Compat
+	return p.compileValues(path, mp, KindHistogram, nil, false, h.PerCPU, h.Help, env)
 }
 
 // checkLabel checks that label l, at byte off of a key of keySize bytes,

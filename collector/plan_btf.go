@@ -37,8 +37,11 @@ type MetricLayout struct {
 	// Inferred is true when the labels come from the key's BTF type.
 	Inferred bool
 	// Labels are the label fields, then for a histogram the bucket field
-	// (Name "bucket", no decoders).
+	// (Name "bucket", no decoders) unless its slots are in the value.
 	Labels []LabelLayout
+	// ValueSlots is the number of u64 slot counts in each value of a
+	// histogram with slots_in_value, else 0.
+	ValueSlots int
 }
 
 // LabelLayout is one key field: bytes [Off, Off+Size) of the key.
@@ -60,11 +63,11 @@ func (c *Config) Layouts() []MetricLayout {
 
 // Layout returns the key layout of the metric.
 func (mp *MetricPlan) Layout() MetricLayout {
-	l := MetricLayout{Name: mp.Name, MapName: mp.MapName, KeySize: mp.KeySize, Inferred: mp.Inferred}
+	l := MetricLayout{Name: mp.Name, MapName: mp.MapName, KeySize: mp.KeySize, Inferred: mp.Inferred, ValueSlots: mp.ValueSlots}
 	for _, lp := range mp.Labels {
 		l.Labels = append(l.Labels, LabelLayout{Name: lp.Name, Off: lp.Off, Size: lp.Size, Decoders: chainNames(lp.Chain)})
 	}
-	if mp.Histogram {
+	if mp.Histogram && mp.ValueSlots == 0 {
 		l.Labels = append(l.Labels, LabelLayout{Name: config.BucketLabel, Off: mp.BucketOff, Size: mp.BucketSize})
 	}
 	return l

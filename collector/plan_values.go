@@ -77,6 +77,10 @@ func (p *Plan) compileValues(path string, mp *MetricPlan, kind Kind, values []co
 	if mp.TTL > 0 && (len(values) > 0 || mp.CPULabel) {
 		return nil, cfg.Errorf(path+".ttl", "metric %s: ttl is not supported with values or per_cpu: label", config.Quote(mp.MapName))
 	}
+	if mp.ValueSlots > 0 {
+		mp.Value = ValueField{Size: 8} // slot 0; percpu.go reads the others
+		return []*MetricPlan{mp}, nil
+	}
 	if len(values) == 0 {
 		switch ms.ValueSize {
 		case 1, 2, 4, 8:

@@ -124,10 +124,16 @@ type Counter struct {
 	// often, as ebpf_exporter does.
 	PerfEventArray bool   `yaml:"perf_event_array"`
 	FlushInterval  string `yaml:"flush_interval"`
+	// SkipZero leaves out map entries whose value is 0: a series only
+	// such entries make is not exported. For array maps, whose entries
+	// all exist, it exports the series a hash map of the same counts
+	// would have.
+	SkipZero bool `yaml:"skip_zero"`
 }
 
-// Histogram turns a map of key → u64 count, whose key ends in a bucket slot,
-// into a Prometheus histogram per label set.
+// Histogram turns a map of key → u64 count, whose key ends in a bucket slot
+// (or, with SlotsInValue, of key → one u64 count per slot), into a
+// Prometheus histogram per label set.
 type Histogram struct {
 	Name   string  `yaml:"name"`
 	Help   string  `yaml:"help"`
@@ -155,6 +161,12 @@ type Histogram struct {
 	TTL TTL `yaml:"ttl"`
 	// PerCPU: see values.go.
 	PerCPU PerCPU `yaml:"per_cpu"`
+	// SlotsInValue says that the map's value is an array of u64 counts,
+	// one per slot (slot i at bytes [8i, 8i+8), the sum at sum_bucket
+	// as in a key), and that the key holds only the labels, no bucket:
+	// one map lookup per observation then updates both the bucket and
+	// the sum. At most MaxValueSlots slots.
+	SlotsInValue bool `yaml:"slots_in_value"`
 }
 
 // Label is one field of a map key.

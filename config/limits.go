@@ -52,6 +52,10 @@ const (
 	// bucket_min + 1 for exp2, exp2zero and linear, the number of
 	// bucket_keys for fixed.
 	MaxBuckets = 4096
+	// MaxValueSlots bounds the slots of a histogram with slots_in_value
+	// (its map's value is that many u64 counts): the 32 KiB a per-CPU
+	// map's value may take (PCPU_MIN_UNIT_SIZE).
+	MaxValueSlots = 4096
 	// MaxSlot bounds every slot number: bucket_min, bucket_max, sum_bucket
 	// and bucket_keys. It is 2^53, the largest integer that a float64 (the
 	// type of bucket_keys and of bucket bounds) holds exactly.

@@ -19,7 +19,7 @@ const (
 // validatePerfEventArray checks the perf_event_array and flush_interval
 // keys of the counter at path: flush_interval only with
 // perf_event_array: true, in range; and none of the keys that describe a
-// map's values or entries (values, per_cpu, ttl), which a stream of
+// map's values or entries (values, per_cpu, ttl, skip_zero), which a stream of
 // records has not.
 func (c *Config) validatePerfEventArray(path string, m *Counter) error {
 	if !m.PerfEventArray {
@@ -35,6 +35,8 @@ func (c *Config) validatePerfEventArray(path string, m *Counter) error {
 		return c.Errorf(path+".per_cpu", "metric %s: per_cpu does not combine with perf_event_array", Quote(m.Name))
 	case m.TTL != "":
 		return c.Errorf(path+".ttl", "metric %s: ttl does not combine with perf_event_array (series are reset every flush_interval)", Quote(m.Name))
+	case m.SkipZero:
+		return c.Errorf(path+".skip_zero", "metric %s: skip_zero does not combine with perf_event_array (a record counts 1)", Quote(m.Name))
 	}
 	_, err := c.ParseFlushInterval(path, m)
 	return err

@@ -106,6 +106,11 @@ func (c *Config) validate() error {
 		if err := c.validatePerfEventArray(path, &m); err != nil {
 			return err
 		}
+		if m.SkipZero && m.TTL != "" {
+			// ttl tracks each key's value from read to read (an idle key is
+			// one whose value did not change), zeros included.
+			return c.Errorf(path+".skip_zero", "metric %s: skip_zero does not combine with ttl", Quote(m.Name))
+		}
 		if err := c.checkMaxSeries(path, m.MaxSeries); err != nil {
 			return err
 		}
@@ -210,6 +215,19 @@ func (c *Config) validateHistogram(path string, h *Histogram, budget *decoderBud
 	}
 	if _, err := c.ParseTTL(path, h.Name, h.TTL); err != nil {
 		return err
+	}
+	if h.SlotsInValue {
+		// The slot is the index into the value: every label is a key
+		// field with decoders, as a counter's.
+		for i, l := range h.Labels {
+			if l.Name == BucketLabel {
+				return c.Errorf(fmt.Sprintf("%s.labels[%d].name", path, i), "histogram %s has slots_in_value: its slots are the map value's elements, and its key has no %q field", Quote(h.Name), BucketLabel)
+			}
+		}
+		if h.TTL != "" {
+			return c.Errorf(path+".ttl", "metric %s: ttl is not supported with slots_in_value", Quote(h.Name))
+		}
+		return c.validateLabels(path, h.Labels, true, false, budget)
 	}
 	if InferLabels(h.Labels) {
 		// Labels from BTF, the bucket last (btf_labels.go).

@@ -69,6 +69,11 @@ func (e *Env) kubeResolver() (*kube.Resolver, error) {
 	return e.kube, e.kubeErr
 }
 
+// KubeResolver returns the pod resolver of the kube_* decoders, built (and
+// its watch started) on first use, for other users of the same watch (the
+// host BPF collector's pod labels).
+func (e *Env) KubeResolver() (*kube.Resolver, error) { return e.kubeResolver() }
+
 // Close stops what the Env runs in the background (the pod watch of the
 // kube_* decoders). Decoders keep working from what is cached.
 func (e *Env) Close() {

@@ -16,9 +16,14 @@ import (
 
 // SelfMetrics are the exporter's own metrics that the dashboard and the
 // rules use (collector/status.go, collector/self.go, collector/maphealth.go,
-// budget/exceeded.go). kernel_exporter_budget_exceeded_total has no series
-// until a budget trips.
+// budget/exceeded.go), and the host BPF collector's (bpfstats).
+// kernel_exporter_budget_exceeded_total has no series until a budget trips.
 var SelfMetrics = []string{
+	"kernel_bpf_program_run_seconds_total",
+	"kernel_bpf_program_runs_total",
+	"kernel_bpf_program_info",
+	"kernel_bpf_map_memory_bytes",
+	"kernel_cpus_online",
 	"kernel_exporter_config_up",
 	"kernel_exporter_config_loading",
 	"kernel_exporter_budget_exceeded_total",

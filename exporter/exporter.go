@@ -615,6 +615,18 @@ func read(src Source) (*config.Config, []byte, string, error) {
 	return cfg, obj, SourceDigest(y, obj), nil
 }
 
+// KubeResolver returns the pod resolver the kube_* decoders share (see
+// decoder.Env.KubeResolver); an error before Start.
+func (e *Exporter) KubeResolver() (*kube.Resolver, error) {
+	e.mu.Lock()
+	env := e.env
+	e.mu.Unlock()
+	if env == nil {
+		return nil, errors.New("exporter not started")
+	}
+	return env.KubeResolver()
+}
+
 // Close detaches and unloads every program and map loaded so far; a load
 // still running closes its own when it ends.
 func (e *Exporter) Close() {

@@ -207,7 +207,7 @@ func TestBudgetCPU(t *testing.T) {
 	Eventually(t, 45*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_up", L("config", "spin")) == 1
-	}, "spin config not re-attached after its backoff\n%s", e.Logs())
+	}, "spin config not re-attached after its backoff\n%s", e.Logs)
 	t.Logf("re-attached %v after the detach was seen", time.Since(t1).Round(100*time.Millisecond))
 	if row := landingRow(e.Get("/"), "spin"); strings.Contains(row, "over its") {
 		t.Errorf("landing page still marks spin after the re-attach: %s", row)
@@ -253,7 +253,7 @@ func checkPrivsepCaps(t *testing.T, e *Exporter) {
 	want := uint64(loader.ScrapeCapabilities)
 	Eventually(t, 10*time.Second, func() bool {
 		return procCaps(t, fmt.Sprintf("/proc/%d/status", pid))["CapEff"] == want
-	}, "exporter CapEff is not CAP_BPF after start-up\n%s", e.Logs())
+	}, "exporter CapEff is not CAP_BPF after start-up\n%s", e.Logs)
 	checkThreadsCapEff(t, pid, want)
 	sup, worker := helperPids(t, e)
 	helper := uint64(privsep.HelperCapabilities) & procCaps(t, "/proc/self/status")["CapEff"]

@@ -31,7 +31,7 @@ func TestDuplicateMetricFirstListedServes(t *testing.T) {
 			Eventually(t, 5*time.Second, func() bool {
 				m = e.Scrape()
 				return m["kernel_ttl_calls_total"] != nil
-			}, "kernel_ttl_calls_total not served\n%s", e.Logs())
+			}, "kernel_ttl_calls_total not served\n%s", e.Logs)
 			if v := m.Value("kernel_exporter_config_up", L("config", "dupa")); v != 1 {
 				t.Errorf("dupa (listed first) is not up: %s\n%s", errorReason(m, "dupa"), e.Logs())
 			}

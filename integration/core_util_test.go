@@ -18,7 +18,7 @@ import (
 // backed by a block device, so that O_DIRECT I/O in it reaches a disk that
 // the block tracepoints see. It tries os.TempDir first and falls back to the
 // repository checkout when the former is tmpfs or has no block device.
-func ioTempDir(t *testing.T) string {
+func ioTempDir(t testing.TB) string {
 	t.Helper()
 	for _, parent := range []string{"", repoRoot} {
 		dir, err := os.MkdirTemp(parent, "kernel_exporter-io-")

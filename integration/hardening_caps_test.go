@@ -135,7 +135,7 @@ const dropMsg = "capabilities dropped after attach"
 func waitDropped(t *testing.T, e *Exporter) {
 	t.Helper()
 	Eventually(t, 10*time.Second, func() bool { return strings.Contains(e.Logs(), dropMsg) },
-		"no %q logged within 10s\n%s", dropMsg, e.Logs())
+		"no %q logged within 10s\n%s", dropMsg, e.Logs)
 }
 
 // publicCopy copies the exporter binary into a fresh directory that any
@@ -224,7 +224,7 @@ func checkDefaultProgramsData(t *testing.T, e *Exporter) {
 		d = e.Scrape().Value(timers, L("function", fn)) - before.Value(timers, L("function", fn))
 		return d >= conns
 	}, "%s{function=%q} moved by %v after %d loopback connections, want >= %d (ksym decoding needs CAP_SYSLOG)\n%s",
-		timers, fn, d, conns, conns, e.Logs())
+		timers, fn, d, conns, conns, e.Logs)
 	after := e.Scrape()
 	names := after.LabelValues(timers, "function")
 	for _, n := range names {

@@ -61,7 +61,7 @@ func badObject(t *testing.T, mk func(path string) error, why string) {
 	Eventually(t, 10*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_loading", nil) == 0
-	}, "configs still loading after 10s\n%s", e.Logs())
+	}, "configs still loading after 10s\n%s", e.Logs)
 	t.Logf("both configs settled %v after start", time.Since(start).Round(time.Millisecond))
 	if v := ms.Value("kernel_exporter_config_up", L("config", "good")); v != 1 {
 		t.Errorf("config_up{good} = %v, want 1\n%s", v, e.Logs())
@@ -186,7 +186,7 @@ func TestHardening07LoadTimeout(t *testing.T) {
 	Eventually(t, 6*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_loading", nil) == 0
-	}, "still loading 6s after start with a 2s load timeout\n%s", e.Logs())
+	}, "still loading 6s after start with a 2s load timeout\n%s", e.Logs)
 	t.Logf("slow config marked down %v after start", time.Since(start).Round(time.Millisecond))
 	if v := ms.Value("kernel_exporter_config_up", L("config", "timers")); v != 1 {
 		t.Errorf("config_up{timers} = %v, want 1", v)
@@ -348,7 +348,7 @@ func TestHardening12DuplicateMetricAcrossConfigs(t *testing.T) {
 	Eventually(t, 10*time.Second, func() bool {
 		ms = e.Scrape()
 		return ms.Value("kernel_exporter_config_loading", nil) == 0
-	}, "configs still loading after 10s\n%s", e.Logs())
+	}, "configs still loading after 10s\n%s", e.Logs)
 	upA := ms.Value("kernel_exporter_config_up", L("config", "first"))
 	upB := ms.Value("kernel_exporter_config_up", L("config", "second"))
 	if upA+upB != 1 {

@@ -306,16 +306,31 @@ func (ms Metrics) LabelValues(name, label string) []string {
 	return out
 }
 
-// Eventually polls cond every 200 ms for up to d, then fails with msg.
+// Eventually polls cond every 200 ms for up to d, then fails with the
+// message (func() string arguments, such as e.Logs, are called then).
 func Eventually(t *testing.T, d time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
+			t.Fatalf(format, lateArgs(args)...)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// lateArgs calls the func() string arguments of a failure message (such
+// as e.Logs, the method value) so that the message shows the state at the
+// failure, not at the call.
+func lateArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if f, ok := a.(func() string); ok {
+			a = f()
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // waitServing polls url/metrics until it answers 200 with no config still

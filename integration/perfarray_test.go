@@ -129,11 +129,11 @@ func TestPerfEventArrayCounter(t *testing.T) {
 	Eventually(t, 20*time.Second, func() bool {
 		f := e.Scrape()[metric]
 		return f == nil || strings.Contains(f.GetHelp(), "(reloaded)")
-	}, "the reload did not happen\n%s", e.Logs())
+	}, "the reload did not happen\n%s", e.Logs)
 	getpgidCalls(t, map[int]int{4000001: 2})
 	Eventually(t, 5*time.Second, func() bool {
 		return e.Scrape().Value(metric, L("pid", "4000001")) == 2
-	}, "%s{pid=4000001} after the reload and 2 calls: want 2\n%s", metric, e.Logs())
+	}, "%s{pid=4000001} after the reload and 2 calls: want 2\n%s", metric, e.Logs)
 	// The new version was loaded by the privileged helper: its
 	// tracepoint's perf event is held by its BPF link alone, one fd fewer.
 	if n := perfEventFDs(t, pid); n > perfFDs || n < perfFDs-1 {

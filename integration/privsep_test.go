@@ -34,7 +34,7 @@ func helperPids(t *testing.T, e *Exporter) (supervisor, worker int) {
 		}
 		supervisor, worker = kids[0], w[0]
 		return true
-	}, "exporter %d: no privileged helper (supervisor and worker)\n%s", pid, e.Logs())
+	}, "exporter %d: no privileged helper (supervisor and worker)\n%s", pid, e.Logs)
 	return supervisor, worker
 }
 
@@ -50,14 +50,16 @@ func procFDs(t *testing.T, pid int) map[int]string {
 
 // onlyHelperFDs checks that pid holds 0, 1 and 2, its socket as 3, and
 // nothing else but the Go runtime's own poller (anon_inode:[eventpoll]
-// and [eventfd], opened close-on-exec by the helper itself), and none of
-// the targets in foreign. It returns the descriptors.
+// and [eventfd], opened close-on-exec by the helper itself) and the BPF
+// objects the worker made itself (ownBPF), and none of the targets in
+// foreign. It returns the descriptors.
 func onlyHelperFDs(t *testing.T, what string, pid int, foreign ...string) map[int]string {
 	t.Helper()
 	fds := procFDs(t, pid)
 	for n, target := range fds {
 		ok := n <= 2 || n == 3 && strings.HasPrefix(target, "socket:") ||
-			target == "anon_inode:[eventpoll]" || target == "anon_inode:[eventfd]"
+			target == "anon_inode:[eventpoll]" || target == "anon_inode:[eventfd]" ||
+			ownBPF(t, pid, n, target, foreign)
 		if !ok || slices.Contains(foreign, target) {
 			t.Errorf("%s %d holds descriptor %d -> %s: want only 0, 1, 2, its socket and the Go runtime's poller", what, pid, n, target)
 		}
@@ -70,11 +72,69 @@ func onlyHelperFDs(t *testing.T, what string, pid int, foreign ...string) map[in
 	return fds
 }
 
+// ownBPF reports whether descriptor n (-> target) of pid is a BPF object
+// the helper made itself: the iterators the worker loads to list the
+// host's BPF objects for the host BPF collector (bpf_objects), a program,
+// its link and its BTF, whose ids (prog_id, link_id, btf_id in fdinfo) are
+// none of those foreign lists as "bpf:<kind>:<id>" (the exporter's).
+func ownBPF(t *testing.T, pid, n int, target string, foreign []string) bool {
+	t.Helper()
+	var key string
+	switch target {
+	case "anon_inode:bpf-prog":
+		key = "prog_id"
+	case "anon_inode:bpf_link":
+		key = "link_id"
+	case "anon_inode:btf":
+		key = "btf_id"
+	default:
+		return false
+	}
+	info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, n))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return !slices.Contains(foreign, "bpf:"+key+":"+strings.TrimSpace(v))
+		}
+	}
+	return false
+}
+
+// exporterBPF lists the BPF objects pid holds as "bpf:<kind>:<id>", for
+// ownBPF.
+func exporterBPF(t *testing.T, pid int) []string {
+	t.Helper()
+	var out []string
+	dir := fmt.Sprintf("/proc/%d/fdinfo", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, key := range []string{"prog_id", "link_id", "btf_id"} {
+				if v, ok := strings.CutPrefix(line, key+":"); ok {
+					out = append(out, "bpf:"+key+":"+strings.TrimSpace(v))
+				}
+			}
+		}
+	}
+	return out
+}
+
 // TestPrivilegedHelperFDs starts the exporter as systemd socket
 // activation does, with two listening sockets, from a shell that leaves
 // a descriptor 9 open: the exporter holds them, and neither process of
 // its privileged helper (which keeps CAP_SYS_ADMIN) holds any of them:
-// only its standard streams, its socket and the Go runtime's poller.
+// only its standard streams, its socket and the Go runtime's poller, and
+// the worker the BPF iterators it made itself to list the host's BPF
+// objects (none of the exporter's programs, links or BTF).
 func TestPrivilegedHelperFDs(t *testing.T) {
 	tool := probeNeedTool(t, "socket activation", "systemd-socket-activate")
 	marker := filepath.Join(t.TempDir(), "fd9-marker")
@@ -113,7 +173,7 @@ func TestPrivilegedHelperFDs(t *testing.T) {
 	// The exporter's sockets (listening ones, connections, its ends of the
 	// helper's socketpairs): a helper holds none of them. Every process
 	// the exporter started is checked.
-	foreign := append(sockets, marker)
+	foreign := append(append(sockets, marker), exporterBPF(t, pid)...)
 	var report []string
 	for _, kid := range proctest.Children(pid) {
 		for _, p := range append([]int{kid}, proctest.Children(kid)...) {
@@ -187,9 +247,12 @@ func TestPrivilegedHelperRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	Eventually(t, 20*time.Second, func() bool {
+		// The new version's map starts empty: a getppid call makes its
+		// first series (the family is absent until then).
+		syscall.Getppid()
 		f := e.Scrape()["kernel_ttl_calls_total"]
 		return f != nil && strings.Contains(f.GetHelp(), "new version")
-	}, "the reload after the restart is not served\n%s", e.Logs())
+	}, "the reload after the restart is not served\n%s", e.Logs)
 	if got := procCaps(t, fmt.Sprintf("/proc/%d/status", e.cmd.Process.Pid))["CapEff"]; got != uint64(loader.ScrapeCapabilities) {
 		t.Errorf("exporter CapEff %016x after the reload, want %016x", got, uint64(loader.ScrapeCapabilities))
 	}

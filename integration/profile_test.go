@@ -352,7 +352,7 @@ func TestProfileHTTP(t *testing.T) {
 func TestProfileTopCPU(t *testing.T) {
 	w := startProfWorkload(t, "burn", "0.5", "10")
 	w.Begin()
-	out := runCLI(t, "top", "cpu", "--count=3", "--interval=1s", "--profile.frequency=99")
+	out := runCLI(t, "top", "cpu", "--count=3", "--interval=1s", "--frequency=99")
 	header := regexp.MustCompile(`(?m)^kernel_exporter top cpu  interval 1s  \d\d:\d\d:\d\d  \d+ functions$`)
 	if n := len(header.FindAllString(out, -1)); n != 3 {
 		t.Errorf("%d frames, want 3:\n%s", n, out)

@@ -158,7 +158,7 @@ func TestMatrixCgroupIDMapCgrpStorage(t *testing.T) {
 		ms := e.Scrape()
 		late = ms.Value(matched, L("cgroup", latePath)) + ms.Value(matched, L("cgroup", lateID))
 		return late > 0
-	}, "%s{cgroup=%s or %s} did not appear within 15 s of the cgroup's creation (refresh interval 10 s)\n%s", matched, latePath, lateID, e.Logs())
+	}, "%s{cgroup=%s or %s} did not appear within 15 s of the cgroup's creation (refresh interval 10 s)\n%s", matched, latePath, lateID, e.Logs)
 	if int(late)%10 != 0 {
 		t.Errorf("%s for the late cgroup = %v, want a multiple of 10 (whole children counted)", matched, late)
 	}

@@ -98,7 +98,7 @@ func TestPCIDecoders(t *testing.T) {
 			Eventually(t, 5*time.Second, func() bool {
 				after = e.Scrape()
 				return after.Series(metric, nil) >= len(all)
-			}, "%s: fewer than %d series\n%s", metric, len(all), e.Logs())
+			}, "%s: fewer than %d series\n%s", metric, len(all), e.Logs)
 			for i, d := range all {
 				if got := after.Value(metric, d.labels) - before.Value(metric, d.labels); got != float64(i+1) {
 					t.Errorf("%s%v moved by %v, want %d\n%s", metric, d.labels, got, i+1, after.seriesDump(metric))

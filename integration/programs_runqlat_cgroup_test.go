@@ -219,7 +219,7 @@ func TestMatrixRunqlatCgroup(t *testing.T) {
 		c, _, _ := ms.Hist(metric, L("cgroup", latePath), 1)
 		d, _, _ := ms.Hist(metric, L("cgroup", lateID), 1)
 		return c+d > 0
-	}, "%s{cgroup=%s or %s} did not appear within 15 s of the cgroup's creation (refresh interval 10 s)\n%s", metric, latePath, lateID, e.Logs())
+	}, "%s{cgroup=%s or %s} did not appear within 15 s of the cgroup's creation (refresh interval 10 s)\n%s", metric, latePath, lateID, e.Logs)
 	lateAfter := time.Since(made).Round(100 * time.Millisecond)
 	t.Logf("cgroup %s made after start: first observations %v later", latePath, lateAfter)
 	r.result = fmt.Sprintf("moved: allowed +%d waits (>= %d), mean %.0f us; denied 0 series; new cgroup seen after %v", cb-ca, n, mean*1e6, lateAfter)

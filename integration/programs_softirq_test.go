@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -18,9 +19,19 @@ var softirqVectors = []string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_P
 // summed over CPUs.
 func procSoftirqs(t *testing.T) map[string]uint64 {
 	t.Helper()
-	data, err := os.ReadFile("/proc/softirqs")
+	out, err := readProcSoftirqs()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// readProcSoftirqs is procSoftirqs returning its error (for goroutines
+// other than the test's).
+func readProcSoftirqs() (map[string]uint64, error) {
+	data, err := os.ReadFile("/proc/softirqs")
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]uint64{}
 	for _, line := range strings.Split(string(data), "\n") {
@@ -32,13 +43,13 @@ func procSoftirqs(t *testing.T) map[string]uint64 {
 		for _, v := range f[1:] {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
-				t.Fatalf("/proc/softirqs: %q: %v", line, err)
+				return nil, fmt.Errorf("/proc/softirqs: %q: %w", line, err)
 			}
 			sum += n
 		}
 		out[strings.TrimSuffix(f[0], ":")] = sum
 	}
-	return out
+	return out, nil
 }
 
 // TestProgramSoftirq checks the softirq program's per-vector counts against
@@ -53,13 +64,11 @@ func procSoftirqs(t *testing.T) map[string]uint64 {
 // (the program counts a run at its exit, /proc/softirqs at its entry; at
 // most one run per CPU is in between at any instant). The traffic, 2000
 // UDP datagrams over loopback in a private namespace, makes the NET_RX
-// window non-empty. Raise-to-entry latency is observed only for runs whose
-// raise was seen, so NET_RX latency observations are at least one and at
-// most the handler runs.
+// window non-empty. (Raise-to-entry latency is softirq_raise's:
+// TestMatrixSoftirqRaise.)
 func TestProgramSoftirq(t *testing.T) {
 	const (
 		duration = "kernel_softirq_duration_seconds"
-		latency  = "kernel_softirq_latency_seconds"
 		n        = 2000
 	)
 	cpus := uint64(runtime.NumCPU())
@@ -105,14 +114,6 @@ func TestProgramSoftirq(t *testing.T) {
 	}
 	if inner := p4["NET_RX"] - p3["NET_RX"]; inner < 1 {
 		t.Fatalf("loopback traffic ran no NET_RX softirq (/proc/softirqs +%d)", inner)
-	}
-	la, _ := count(a, latency, "NET_RX")
-	lb, lsum := count(b, latency, "NET_RX")
-	da, _ := count(a, duration, "NET_RX")
-	db, _ := count(b, duration, "NET_RX")
-	t.Logf("NET_RX   latency observations +%d (mean over all %.2f µs)", lb-la, lsum/float64(max(lb, 1))*1e6)
-	if lb-la < 1 || lb-la > db-da+cpus {
-		t.Errorf("%s{vector=NET_RX} count moved by %d, want within [1, %d]", latency, lb-la, db-da+cpus)
 	}
 }
 

@@ -422,7 +422,7 @@ func oomKill(t *testing.T, e *Exporter, cg *memCgroup, metric string, timeout ti
 	Eventually(t, timeout, func() bool {
 		after = e.Scrape()
 		return after.Value(metric, L("cgroup", cg.V2Path)) >= 1
-	}, "no %s{cgroup=%q} after the child was OOM-killed\n%s", metric, cg.V2Path, e.Logs())
+	}, "no %s{cgroup=%q} after the child was OOM-killed\n%s", metric, cg.V2Path, e.Logs)
 	return after
 }
 

@@ -239,7 +239,7 @@ func reloadScenario(t *testing.T, dir string, start func(args ...string) *Export
 		f := m["kernel_ttl_calls_total"]
 		return f != nil && strings.Contains(f.GetHelp(), "new version") &&
 			m.Value("kernel_exporter_config_last_reload_success_timestamp_seconds", nil) > ts0
-	}, "rl's new version is not served after SIGHUP\n%s", e.Logs())
+	}, "rl's new version is not served after SIGHUP\n%s", e.Logs)
 	time.Sleep(500 * time.Millisecond) // scrapes after the swap too
 	close(stop)
 	wg.Wait()

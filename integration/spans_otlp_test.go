@@ -335,7 +335,7 @@ func TestSpansOTLPReload(t *testing.T) {
 	}
 	Eventually(t, 20*time.Second, func() bool {
 		return e.Scrape().Value("kernel_exporter_config_last_reload_successful", nil) == 1 && strings.Contains(e.Logs(), "reload done")
-	}, "reload did not finish\n%s", e.Logs())
+	}, "reload did not finish\n%s", e.Logs)
 	directIO(t, io, 16, 64<<10)
 	d := c.Wait(t, 30*time.Second, "bio-trace-reloaded spans", func(d *otelcoltest.Data) bool { return count(d, "bio-trace-reloaded") >= 16 })
 	t.Logf("spans: %d under the old service, %d under the new", count(d, "bio-trace"), count(d, "bio-trace-reloaded"))

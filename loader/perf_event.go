@@ -124,6 +124,10 @@ func perfOpenError(ev perfSpec, cpu int, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// OnlineCPUs lists the online CPUs from /sys/devices/system/cpu/online
+// (e.g. "0-3,5").
+func OnlineCPUs() ([]int, error) { return onlineCPUs() }
+
 // onlineCPUs lists the online CPUs from /sys/devices/system/cpu/online
 // (e.g. "0-3,5").
 func onlineCPUs() ([]int, error) {

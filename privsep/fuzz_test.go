@@ -11,7 +11,7 @@ import (
 
 // FuzzParseRequest feeds the worker's request parser (the only input the
 // privileged worker reads from the exporter) arbitrary messages: it never
-// panics, accepts only "stats", "tracepoint <group> <event>" with names of
+// panics, accepts only "stats", "bpf_objects", "tracepoint <group> <event>" with names of
 // 1 to MaxName bytes of [A-Za-z0-9_], and "load <config> <digest>" with a
 // plain config name and 64 hex digits or "bundled", and its errors and
 // error replies stay bounded and printable whatever the message holds.
@@ -19,7 +19,7 @@ func FuzzParseRequest(f *testing.F) {
 	for _, s := range []string{"stats", "stats x", "tracepoint syscalls sys_enter_getpid",
 		"tracepoint a", "tracepoint ../x y", "tracepoint a b c", "", " ", "\x00\xff",
 		"tracepoint " + strings.Repeat("a", MaxName+1) + " b",
-		"load timers bundled", "load ../x bundled", "load x " + strings.Repeat("ab", 32), "load x y z"} {
+		"load timers bundled", "bpf_objects", "bpf_objects x", "load ../x bundled", "load x " + strings.Repeat("ab", 32), "load x y z"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
@@ -38,9 +38,9 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		switch req.kind {
-		case reqStats:
-			if string(msg) != reqStats {
-				t.Fatalf("accepted %q as stats", msg)
+		case reqStats, reqBPFObjects:
+			if string(msg) != req.kind {
+				t.Fatalf("accepted %q as %s", msg, req.kind)
 			}
 		case reqTracepoint:
 			for _, n := range []string{req.group, req.event} {

@@ -48,6 +48,8 @@
 //     embedded bundle, checks the digest, loads and attaches it
 //     (exporter.LoadObject), and hands over every map, program and BPF
 //     link (loader.Handover) before closing its own copies
+//     "bpf_objects"               a sealed memfd listing the host's BPF
+//     programs, maps, links and their holders (bpflist.go)
 //
 //     A reply to stats or tracepoint is one message: "ok" with the
 //     descriptor attached (SCM_RIGHTS; the helper closes its own copy),
@@ -134,7 +136,7 @@ const bundledDigest = "bundled"
 
 // request is one parsed request.
 type request struct {
-	kind         string // reqStats, reqTracepoint or reqLoad
+	kind         string // reqStats, reqTracepoint, reqLoad or reqBPFObjects
 	group, event string // tracepoint
 	config       string // load
 	digest       string // load
@@ -174,6 +176,11 @@ func parseRequest(msg []byte) (request, error) {
 			return request{}, err
 		}
 		return request{kind: reqLoad, config: fields[1], digest: fields[2]}, nil
+	case reqBPFObjects: // bpflist.go
+		if len(fields) != 1 {
+			return request{}, errors.New("bpf_objects takes no argument")
+		}
+		return request{kind: reqBPFObjects}, nil
 	}
 	return request{}, fmt.Errorf("unknown request %q", excerpt(fields[0]))
 }

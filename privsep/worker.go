@@ -56,6 +56,7 @@ func workerMain(log *slog.Logger, s Settings) int {
 		return 1
 	}
 	log.Info("privileged helper running", "pid", os.Getpid(), "cap_eff", r.After.Effective.Hex(), "effective", r.After.Effective.String())
+	nameAsExporter() // bpflist.go
 	if err := serve(socketFD, &realOps{settings: s}); err != nil {
 		log.Error("privileged helper", "err", err)
 		return 1
@@ -97,6 +98,8 @@ func serve(fd int, o ops) error {
 				newFD, err = o.enableStats()
 			case reqTracepoint:
 				newFD, err = o.openTracepoint(req.group, req.event)
+			case reqBPFObjects:
+				newFD, err = listBPF(o)
 			}
 		}
 		if err != nil {

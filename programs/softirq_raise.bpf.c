@@ -11,8 +11,10 @@
  * Why: a CDN edge saw 1.3 s ICMP replies while net_rx_action (NET_RX) was
  * held up behind tcp_collapse: raised NET_RX work waited, and the whole CPU
  * with it. The raise-to-entry delay shows softirqs deferred to ksoftirqd or
- * starved behind other softirqs, for a third less per-softirq cost than the
- * softirq program, which also times each handler (softirq_exit).
+ * starved behind other softirqs. It is opt-in, apart from the softirq
+ * program (handler durations): softirq_raise is the most frequent of the
+ * three softirq events, and with it softirq cost more per softirq than
+ * libbpf-tools' softirqs (issue 28, docs/performance.md).
  *
  * Kernel source: BTF tracepoints (tp_btf, 5.5+) irq:softirq_raise (since
  * about 2.6.37) and irq:softirq_entry (since about 2.6.30), in
@@ -36,31 +38,32 @@
  * u64 per CPU: every raise, including repeats while pending, summed by the
  * exporter.
  *
- * Map softirq_raise_latency_seconds (PERCPU_HASH), key struct
- * softirq_raise_key, 8 bytes:
- *   offset 0  u32 vector   softirq vector number, 0..9 (NR_SOFTIRQS = 10)
- *   offset 4  u32 bucket   exp2 slot, 0..36; slot 37 holds the sum
- *   value u64 per CPU      count of entries (slot 37: sum of nanoseconds)
- * Bucket unit: nanoseconds (slot k: value <= 2^k ns; slot 36 ≈ 69 s).
+ * Map softirq_raise_latency_seconds (PERCPU_ARRAY, slots_in_value), key
+ * u32 vector (softirq vector number, 0..9, NR_SOFTIRQS = 10), value struct
+ * softirq_raise_hist, 304 bytes per CPU: u64 slots[38], slot k (0..36) the
+ * count of entries of k's exp2 bucket, slot 37 the sum of nanoseconds; the
+ * exporter sums the CPUs. Bucket unit: nanoseconds (slot k: value <= 2^k
+ * ns; slot 36 ≈ 69 s). One inlined array lookup finds a vector's bucket
+ * and sum (see softirq.bpf.c).
  *
- * Label bounds: vector has at most NR_SOFTIRQS (10) values, checked below;
- * the histogram holds at most 10 * 38 keys.
+ * Label bounds: vector has at most NR_SOFTIRQS (10) values: the arrays
+ * have 10 entries, and a larger vector finds none.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "kernel_exporter/maps.bpf.h"
+#include "kernel_exporter/slots.bpf.h"
 
 #define MAX_BUCKET	36
 #define NR_VECTORS	10	/* NR_SOFTIRQS on every kernel with tp_btf */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-struct softirq_raise_key {
-	__u32 vector;
-	__u32 bucket;
+struct softirq_raise_hist {
+	__u64 slots[MAX_BUCKET + 2];
 };
-_Static_assert(sizeof(struct softirq_raise_key) == 8, "softirq_raise.yaml expects an 8-byte key");
+_Static_assert(sizeof(struct softirq_raise_hist) == 8 * (MAX_BUCKET + 2), "softirq_raise.yaml expects 38 u64 slots");
 
 /* First raise since the last entry, per CPU and vector (0: none pending). */
 struct {
@@ -78,10 +81,10 @@ struct {
 } softirq_raises_total SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, NR_VECTORS * (MAX_BUCKET + 2));
-	__type(key, struct softirq_raise_key);
-	__type(value, __u64);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NR_VECTORS);
+	__type(key, __u32);
+	__type(value, struct softirq_raise_hist);
 } softirq_raise_latency_seconds SEC(".maps");
 
 SEC("tp_btf/softirq_raise")
@@ -89,8 +92,6 @@ int BPF_PROG(softirq_raise, unsigned int vec)
 {
 	__u64 *ts, *n;
 
-	if (vec >= NR_VECTORS)
-		return 0;
 	n = bpf_map_lookup_elem(&softirq_raises_total, &vec);
 	if (n)
 		*n += 1;
@@ -103,18 +104,17 @@ int BPF_PROG(softirq_raise, unsigned int vec)
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(softirq_entry, unsigned int vec)
 {
-	struct softirq_raise_key key = {};
+	struct softirq_raise_hist *h;
 	__u64 *raised, delta;
 
-	if (vec >= NR_VECTORS)
-		return 0;
 	raised = bpf_map_lookup_elem(&softirq_raise_first, &vec);
 	if (!raised || *raised == 0)
 		return 0;
 	delta = bpf_ktime_get_ns() - *raised;
 	*raised = 0;
-	key.vector = vec;
-	ke_observe(ke_add_percpu, &softirq_raise_latency_seconds, key,
-		   ke_exp2_slot(delta), delta, MAX_BUCKET);
+	h = bpf_map_lookup_elem(&softirq_raise_latency_seconds, &vec);
+	if (!h)
+		return 0;
+	ke_observe_slots(h->slots, ke_exp2_slot(delta), delta, MAX_BUCKET);
 	return 0;
 }

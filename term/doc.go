@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package term is the terminal mode of kernel_exporter: the hist and top
-// commands, which show one program's maps to a person at a terminal, with
-// no server, no port and no Prometheus.
+// commands, which show one program's maps (or, for top's built-in views,
+// the host's BPF programs) to a person at a terminal, with no server, no
+// port and no Prometheus.
 //
 // The model is the dump command's (package dump), run in a loop. The
 // exporter loads the one config named on the command line (a bundled
@@ -21,6 +22,11 @@
 //     its rate per second over the interval and its total, sorted by rate
 //     (Rates, WriteTop), redrawn in place on the alternate screen and cut
 //     to the terminal's height.
+//
+// top redraws a View (Redraw): a program's counters, or one of the
+// built-in views named instead of a program (Builtin; cmd/kernel_exporter
+// lists them, and their names are reserved): top bpf (BPFView) shows every
+// BPF program of the host as bpftop does.
 //
 // On Ctrl-C (the context is done), after --count intervals, or on a read
 // failure, Run restores the terminal and closes the exporter, which detaches

@@ -107,7 +107,7 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 		names[i] = f.Name
 	}
 	if o.Command == CommandTop {
-		return runTop(ctx, exp, o, names, snap, fail)
+		return runTop(ctx, exp, o, names, snap)
 	}
 	return runHist(ctx, exp, o, names, snap, fail)
 }
@@ -221,32 +221,34 @@ func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []str
 	return ExitOK
 }
 
-func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot, fail func(string, ...any) int) int {
-	var r Rates
-	last := o.Now()
-	r.Rows(pick(snap, names), 0)
-	scr := NewScreen(o.Stdout, fmt.Sprintf("kernel_exporter top %s  interval %v: measuring the first interval...", printable.String(o.Program), o.Interval))
-	defer scr.Close()
-	t := time.NewTicker(o.Interval)
-	defer t.Stop()
-	for n := 0; o.Count == 0 || n < o.Count; n++ {
-		if !tick(ctx, t) {
-			return ExitOK
-		}
-		now := o.Now()
-		if snap = read(exp, o.Program); snap == nil {
-			return fail("config %s is no longer up", o.Program)
-		}
-		rows := r.Rows(pick(snap, names), now.Sub(last))
-		last = now
-		height, width := scr.Size()
-		var b strings.Builder
-		_ = WriteTop(&b, TopHeader{Program: o.Program, Interval: o.Interval, Time: now}, rows, height, width)
-		if err := scr.Draw(b.String()); err != nil {
-			return fail("write: %v", err)
-		}
+func runTop(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot) int {
+	v := &countersView{exp: exp, program: o.Program, names: names, interval: o.Interval, base: snap}
+	return Redraw(ctx, RedrawOptions{Name: o.Program, Interval: o.Interval, Count: o.Count, Stdout: o.Stdout, Stderr: o.Stderr, Now: o.Now}, v)
+}
+
+// countersView is the View of top <program>: its counters by rate.
+type countersView struct {
+	exp      *exporter.Exporter
+	program  string
+	names    []string
+	interval time.Duration
+	base     *collector.Snapshot
+	r        Rates
+}
+
+func (v *countersView) Baseline() error {
+	v.r.Rows(pick(v.base, v.names), 0)
+	v.base = nil
+	return nil
+}
+
+func (v *countersView) Frame(w io.Writer, now time.Time, elapsed time.Duration, height, width int) error {
+	snap := read(v.exp, v.program)
+	if snap == nil {
+		return fmt.Errorf("config %s is no longer up", v.program)
 	}
-	return ExitOK
+	rows := v.r.Rows(pick(snap, v.names), elapsed)
+	return WriteTop(w, TopHeader{Program: v.program, Interval: v.interval, Time: now}, rows, height, width)
 }
 
 // Screen shows frames, each redrawn in place of the last on a terminal

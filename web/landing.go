@@ -7,7 +7,10 @@
 // up, down (of them over a budget) and loading; the series served and the
 // time the maps' last reads took, both from the last read of each config
 // that is up (collector.Config.LastRead, no new read); and the BPF run time
-// per second of the CPU budget's last measuring window (Options.CPURates).
+// per second of the CPU budget's last measuring window (Options.CPURates);
+// beside it, the host's: every BPF program's time per second in that
+// window, the memory of every map, and the five programs that used the
+// most CPU, with their owner (Options.HostBPF, from package bpfstats).
 // Then one compact row per config: state, programs attached, series, BPF
 // ns per event (runTimes) and BPF time, a link to its heatmaps on the live
 // page (/ui/#<config>), and notes: the marks (over its series limit, maps
@@ -27,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernel-exporter/kernel_exporter/bpfstats"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/ui"
 )
@@ -66,6 +70,9 @@ func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p := buildPage(states, l.runs.update(states), rates, window, end, l.now())
 	p.Metrics, p.Version, p.UI = l.opts.MetricsPath, l.opts.Version, ui.Path
+	if l.opts.HostBPF != nil {
+		p.Host = hostBPF(l.opts.HostBPF(), l.now())
+	}
 	var b bytes.Buffer
 	if err := pageTmpl.Execute(&b, p); err != nil {
 		http.Error(w, "landing page: "+err.Error(), http.StatusInternalServerError)
@@ -81,6 +88,59 @@ type page struct {
 	Summary              summary
 	Rows                 []row
 	Overflow             string // the overflow series' label value
+	// Host is the host's BPF programs and maps, nil when not shown.
+	Host *host
+}
+
+// host is what the page shows of the host's BPF programs (bpfstats).
+type host struct {
+	// BPF is the time per second of every program in the last window
+	// ("" before the first), BPFWhen the window.
+	BPF, BPFWhen string
+	// Memory of every map ("" before the first listing), and the counts.
+	Memory         string
+	Programs, Maps int
+	Top            []hostProgram
+}
+
+// hostProgram is one of the programs that used the most CPU.
+type hostProgram struct {
+	ID, Name, Type, Owner, Config, CPU, NsPerRun string
+}
+
+// hostBPF turns the host BPF collector's summary into what the page shows.
+func hostBPF(s bpfstats.Summary, now time.Time) *host {
+	h := &host{Programs: s.Programs, Maps: s.Maps}
+	if s.Measured {
+		h.BPF = perSecond(s.CPU)
+		h.BPFWhen = "in a " + s.Window.Round(10*time.Millisecond).String() + " window " + ago(now.Sub(s.End))
+	}
+	if s.Listed {
+		h.Memory = bytesText(s.MapBytes)
+	}
+	for _, t := range s.Top {
+		hp := hostProgram{ID: strconv.FormatUint(uint64(t.ID), 10), Name: collector.LabelValue(t.Name), Type: t.Type,
+			Owner: collector.LabelValue(t.Owner), Config: collector.LabelValue(t.Config), CPU: perSecond(t.CPU)}
+		if t.NsPerRun > 0 {
+			hp.NsPerRun = strconv.FormatFloat(t.NsPerRun, 'f', 0, 64)
+		}
+		h.Top = append(h.Top, hp)
+	}
+	return h
+}
+
+// bytesText formats a size in bytes, KiB, MiB or GiB.
+func bytesText(n uint64) string {
+	v, units := float64(n), []string{"bytes", "KiB", "MiB", "GiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatUint(n, 10) + " bytes"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + units[i]
 }
 
 // summary is the page's first lines.

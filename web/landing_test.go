@@ -15,6 +15,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/kernel-exporter/kernel_exporter/bpfstats"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 )
 
@@ -335,5 +336,40 @@ func TestReasonHint(t *testing.T) {
 		if got := reasonHint(reason); got != want {
 			t.Errorf("reasonHint(%q) = %q, want %q", reason, got, want)
 		}
+	}
+}
+
+// TestLandingHostBPF checks the host's cards and top programs beside ours:
+// every program's time per second, map memory, and the top five table
+// with owner and config, escaped; and nothing of it without the host
+// collector.
+func TestLandingHostBPF(t *testing.T) {
+	st, progs := testStatus(t)
+	sum := bpfstats.Summary{Measured: true, CPU: 0.008, Window: time.Second, End: time.Unix(995, 0),
+		Listed: true, Programs: 120, Maps: 300, MapBytes: 3 << 20,
+		Top: []bpfstats.TopProgram{
+			{ID: 42, Name: "cil_from_netdev", Type: "sched_cls", Owner: "cilium-agent", CPU: 0.006, NsPerRun: 812},
+			{ID: 7, Name: "timer_start", Type: "tracepoint", Owner: "<b>evil</b>", Config: "timers", CPU: 0.002},
+		}}
+	page := landingPage(t, st, Options{MetricsPath: "/metrics", HostBPF: func() bpfstats.Summary { return sum }}, progs)
+	for _, want := range []string{
+		`<span class="big">8.0 ms/s</span>`,
+		"every program on the host, in a 1s window 5s ago",
+		`<span class="big">3.0 MiB</span>`,
+		"300 maps, 120 programs on the host",
+		`<td>42 cil_from_netdev</td><td>sched_cls</td><td>cilium-agent</td><td>–</td><td class="n">6.0 ms/s</td><td class="n">812</td>`,
+		`<td>&lt;b&gt;evil&lt;/b&gt;</td><td>timers</td><td class="n">2.0 ms/s</td><td class="n">–</td>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	page = landingPage(t, st, Options{MetricsPath: "/metrics", HostBPF: func() bpfstats.Summary { return bpfstats.Summary{} }}, progs)
+	if !strings.Contains(page, `id="host-bpf"`) || !strings.Contains(page, "not listed yet") || strings.Contains(page, `id="host-top"`) {
+		t.Error("before the first listing and window: want the cards as not measured and no table")
+	}
+	page = landingPage(t, st, Options{MetricsPath: "/metrics"}, progs)
+	if strings.Contains(page, "host-bpf") {
+		t.Error("host cards without the host collector")
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/bpfstats"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exposition"
 	"github.com/kernel-exporter/kernel_exporter/ui"
@@ -123,6 +124,10 @@ type Options struct {
 	// measured in its last window ((*budget.CPU).LastRates); nil shows it
 	// as not measured.
 	CPURates CPURatesFunc
+	// HostBPF gives the landing page the host's BPF programs and maps
+	// (the host BPF collector's Summary of its top five programs); nil:
+	// not shown.
+	HostBPF func() bpfstats.Summary
 	// Reload reloads the configs (exporter.Exporter.Reload), run by
 	// POST /-/reload when EnableLifecycle (--web.enable-lifecycle) is
 	// set; otherwise that path answers 403. Loaded also decides

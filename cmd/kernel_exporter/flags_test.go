@@ -5,8 +5,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
 // TestBadFlags gives every command bad flags, one at a time: each must
@@ -100,6 +103,11 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--otlp.profiles.interval=30s", "--otlp.profiles.interval and --otlp.profiles.timeout apply with --otlp.profiles only")
 	add("serve", "--duration=3s", "--duration applies to dump and profile record, not serve")
 	add("serve", "--interval=1s", "--interval applies to hist and top, not serve")
+	add("serve", "--collector.bpf.ttl=0s", "--collector.bpf.ttl 0s: must be 1s to 24h0m0s")
+	add("serve", "--collector.bpf.max-programs=0", "--collector.bpf.max-programs 0: must be 1 to 16384")
+	add("serve", "--collector.bpf.max-maps=16385", "--collector.bpf.max-maps 16385: must be 1 to 16384")
+	add("serve", "--collector.bpf=no", "--collector.bpf=no: a switch takes no value (give --collector.bpf or --no-collector.bpf)")
+	add("dump", "--collector.bpf", "--collector.bpf applies to serve, not dump")
 	cases = append(cases,
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--otlp.metrics.interval=1ms"}, "--otlp.metrics.interval 1ms: must be"},
 		tc{[]string{"--programs=timers", "--otlp.profiles", "--otlp.profiles.interval=1ms"}, "--otlp.profiles.interval 1ms: must be"},
@@ -136,11 +144,17 @@ func TestBadFlags(t *testing.T) {
 	cases = append(cases,
 		tc{[]string{"hist", "biolatncy"}, `hist: no bundled program "biolatncy"`},
 		tc{[]string{"top", "biolatency.bio_latency_seconds"}, "top takes a program name, not a metric"},
+		tc{[]string{"top", "bpf", "--config.dir=" + dir}, "--config.dir applies to top <program>, not top bpf"},
+		tc{[]string{"top", "--btf.path=/x", "bpf"}, "--btf.path applies to top <program>, not top bpf"},
+		tc{[]string{"hist", "bpf"}, `hist: no bundled program "bpf"`},
 		tc{[]string{"privileged-helper", "--programs=timers"}, "--programs applies to serve and dump, not privileged-helper"},
 		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, profile record, profile diff)`},
 		tc{[]string{"dupm"}, `unexpected argument "dupm" (did you mean dump?)`},
 		// profile, profile diff, top cpu and serve's --profile.*
 		tc{[]string{"top", "cpu", "--frequency=0"}, "--frequency 0: must be 1 to 999"},
+		tc{[]string{"top", "bpf", "--frequency=99"}, "--frequency applies to top <program>, not top bpf"},
+		tc{[]string{"top", "syscalls", "--frequency=99"}, "--frequency applies to top cpu only"},
+		tc{[]string{"top", "cpu", "--config.dir=/tmp"}, "--config.dir applies to top <program>, not top cpu"},
 		tc{[]string{"top", "cpu", "--interval=1ms"}, "--interval 1ms: must be 100ms to 1h0m0s"},
 		tc{[]string{"profile", "--frequency=1000"}, "--frequency 1000: must be 1 to 999"},
 		tc{[]string{"profile", "--duration=0s"}, "--duration 0s: must be more than 0"},
@@ -234,6 +248,9 @@ func TestGoodFlags(t *testing.T) {
 		{"dump", "--duration=1s", "--format=json", "--programs=runqlat"},
 		{"hist", "biolatency.bio_latency_seconds", "--interval=100ms", "--count=3"},
 		{"top", "syscalls"},
+		{"top", "bpf", "--interval=2s", "--count=3"},
+		{"--no-collector.bpf"},
+		{"--collector.bpf.ttl=1s", "--collector.bpf.max-programs=1", "--collector.bpf.max-maps=16384", "--bpf.cpu-budget=0"},
 		{"--programs=all"},
 		{"--programs=all,exec_trace"},
 		{"--programs=exec_trace,timers"},
@@ -250,6 +267,16 @@ func TestGoodFlags(t *testing.T) {
 	} {
 		if code, stderr := runArgs(t, args...); code != 0 || stderr != "" {
 			t.Errorf("%q: exit %d, stderr %q; want 0 and nothing", args, code, stderr)
+		}
+	}
+}
+
+// TestTopViewsReserved checks that no bundled program has the name of one
+// of top's built-in views, which top would show instead of it.
+func TestTopViewsReserved(t *testing.T) {
+	for _, v := range topViews {
+		if slices.Contains(programs.Names(), v.name) {
+			t.Errorf("bundled program %q has the name of top's built-in view", v.name)
 		}
 	}
 }

@@ -5,7 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +24,28 @@ const (
 	termTop  = term.CommandTop
 )
 
+// A topView is a view of top built in rather than a program's counters:
+// top <name> runs it instead of loading a config of that name. Its name
+// is reserved (no bundled program has it, TestTopViewsReserved).
+type topView struct {
+	name, help string
+	// flags are the flags of top it takes besides --interval and --count.
+	flags []string
+	run   func(ctx context.Context, f *termFlags, e *env) int
+}
+
+// topViews are top's built-in views. Adding a view: one entry here.
+var topViews = []topView{
+	{name: term.BPFView.Name, help: term.BPFView.Help, run: func(ctx context.Context, f *termFlags, e *env) int {
+		return term.RunBuiltin(ctx, term.BPFView, term.RedrawOptions{Interval: f.interval, Count: f.count, Stdout: e.stdout, Stderr: e.stderr}, e.log)
+	}},
+	{name: proftop.Target, help: "the hottest kernel and user functions, as perf top", flags: []string{"--frequency"},
+		run: func(ctx context.Context, f *termFlags, e *env) int {
+			return proftop.Run(ctx, proftop.Options{Frequency: f.frequency, Interval: f.interval, Count: f.count,
+				Stdout: e.stdout, Stderr: e.stderr, Logger: e.log})
+		}},
+}
+
 // termFlags are the flags of hist or top.
 type termFlags struct {
 	name     string // termHist or termTop
@@ -34,33 +56,14 @@ type termFlags struct {
 
 	// frequency: top cpu's samples per second per CPU.
 	frequency int
+	// given lists the flags given other than --interval and --count (a
+	// built-in view takes only its own).
+	given []string
 
 	// Set by check.
 	source exporter.Source
 	metric string
-	view   topView
-}
-
-// A topView is a view of top built in rather than a program's counters:
-// top <name> runs it instead of loading a config of that name.
-type topView func(ctx context.Context, f *termFlags, e *env) int
-
-// topViews are top's built-in views, by name.
-var topViews = map[string]topView{
-	proftop.Target: func(ctx context.Context, f *termFlags, e *env) int {
-		return proftop.Run(ctx, proftop.Options{Frequency: f.frequency, Interval: f.interval, Count: f.count,
-			Stdout: e.stdout, Stderr: e.stderr, Logger: e.log})
-	},
-}
-
-// topViewNames lists topViews' names, sorted.
-func topViewNames() string {
-	var names []string
-	for n := range topViews {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
+	view   *topView
 }
 
 // termCommand declares hist or top (name): load one program and draw its
@@ -76,14 +79,39 @@ func termCommand(app *kingpin.Application, name string) *command {
 		c.Flag("interval", fmt.Sprintf("Time between tables, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).DurationVar(&f.interval)
 		c.Flag("count", fmt.Sprintf("Intervals to print, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").IntVar(&f.count)
 	default:
-		c = app.Command(name, "Load one program and show its counters, one row per label set sorted by rate per second, redrawn in place every --interval until --count intervals or Ctrl-C; then detach. Takes hist's flags. Built-in views instead of a program: "+topViewNames()+" (top cpu: the hottest kernel and user functions, as perf top).")
-		c.Arg("program", "A bundled program (or, with --config.dir, <dir>/<program>.yaml), or a built-in view: "+topViewNames()+".").Required().StringVar(&f.target)
+		c = app.Command(name, "Load one program and show its counters, one row per label set sorted by rate per second, redrawn in place every --interval until --count intervals or Ctrl-C; then detach. Takes hist's flags. Or show a built-in view: "+viewsHelp()+".")
+		c.Arg("program", "A bundled program (or, with --config.dir, <dir>/<program>.yaml), or a built-in view ("+viewNames()+"), which takes --interval, --count and its own flags only.").Required().StringVar(&f.target)
 		c.Flag("frequency", fmt.Sprintf("top cpu: samples per second per CPU, 1 to %d.", profile.MaxFrequency)).Default(fmt.Sprint(profile.DefaultFrequency)).IntVar(&f.frequency)
 		c.Flag("interval", fmt.Sprintf("Time between frames, %v to %v.", term.MinInterval, term.MaxInterval)).Default(term.DefaultInterval.String()).DurationVar(&f.interval)
 		c.Flag("count", fmt.Sprintf("Frames to show, then exit; 0 (up to %d) runs until Ctrl-C.", term.MaxCount)).Default("0").IntVar(&f.count)
 	}
 	f.load = addLoadFlags(c)
+	if name == termTop {
+		for _, fl := range c.Model().Flags {
+			if n := fl.Name; n != "interval" && n != "count" {
+				c.GetFlag(n).Action(func(*kingpin.ParseContext) error { f.given = append(f.given, "--"+n); return nil })
+			}
+		}
+	}
 	return &command{clause: c, check: f.check, run: f.run, quiet: true}
+}
+
+// viewsHelp describes the built-in views for top's --help.
+func viewsHelp() string {
+	var parts []string
+	for _, v := range topViews {
+		parts = append(parts, "top "+v.name+", "+v.help)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// viewNames lists the built-in views' names.
+func viewNames() string {
+	var names []string
+	for _, v := range topViews {
+		names = append(names, v.name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // check checks the flags and the program argument.
@@ -91,13 +119,21 @@ func (f *termFlags) check() error {
 	if err := term.CheckFlags(f.interval, f.count); err != nil {
 		return err
 	}
-	if f.name == termTop {
-		if f.view = topViews[f.target]; f.view != nil {
-			if f.frequency < 1 || f.frequency > profile.MaxFrequency {
-				return fmt.Errorf("--frequency %d: must be 1 to %d", f.frequency, profile.MaxFrequency)
+	if i := slices.IndexFunc(topViews, func(v topView) bool { return v.name == f.target }); i >= 0 && f.name == termTop {
+		v := &topViews[i]
+		for _, g := range f.given {
+			if !slices.Contains(v.flags, g) {
+				return fmt.Errorf("%s applies to top <program>, not top %s (a built-in view takes --interval, --count and its own flags only)", g, v.name)
 			}
-			return nil
 		}
+		if f.frequency < 1 || f.frequency > profile.MaxFrequency {
+			return fmt.Errorf("--frequency %d: must be 1 to %d", f.frequency, profile.MaxFrequency)
+		}
+		f.view = v
+		return nil
+	}
+	if slices.Contains(f.given, "--frequency") {
+		return fmt.Errorf("--frequency applies to top %s only", proftop.Target)
 	}
 	var err error
 	if f.source, f.metric, err = term.ParseTarget(f.name, f.target, f.load.configDir); err != nil {
@@ -106,12 +142,13 @@ func (f *termFlags) check() error {
 	return f.load.check([]exporter.Source{f.source})
 }
 
-// run draws until --count or a signal (term.Run).
+// run draws until --count or a signal (term.Run, or the built-in view's
+// run).
 func (f *termFlags) run(e *env) int {
 	if f.view != nil {
 		ctx, stop := signalContext(e.log, syscall.SIGHUP)
 		defer stop()
-		return f.view(ctx, f, e)
+		return f.view.run(ctx, f, e)
 	}
 	f.load.ref.skipCacheNote(e.log)
 	defer f.load.start(e.log)()

@@ -18,7 +18,8 @@ import (
 //	  pid      off 16 size  4  uint
 //	  call     off 20 size  1  uint,static_map
 //
-// A histogram's bucket field is listed last, with no decoders. Names come
+// A histogram's bucket field is listed last, with no decoders; a
+// histogram with slots_in_value says how many slots its values hold. Names come
 // from the config or from the object's BTF, which the operator runs
 // anyway, and are printed as they are.
 func printLayouts(w io.Writer, layouts []collector.MetricLayout) {
@@ -28,6 +29,9 @@ func printLayouts(w io.Writer, layouts []collector.MetricLayout) {
 			src = "labels inferred from BTF"
 		}
 		fmt.Fprintf(w, "      %s (map %s, %d-byte key): %s\n", m.Name, m.MapName, m.KeySize, src)
+		if m.ValueSlots > 0 {
+			fmt.Fprintf(w, "        (slots in the value: %d u64 counts)\n", m.ValueSlots)
+		}
 		width := 0
 		for _, l := range m.Labels {
 			width = max(width, len(l.Name))

@@ -1,0 +1,701 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package bpfstats
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kernel-exporter/kernel_exporter/collector"
+	"github.com/kernel-exporter/kernel_exporter/loader"
+)
+
+// Defaults and bounds of a Collector's options (--collector.bpf.*).
+const (
+	// DefaultTTL is how long the series of a program gone from the host
+	// are still served (with their last values), so that the increase of
+	// its last window is seen by rate().
+	DefaultTTL = 5 * time.Minute
+	MinTTL     = time.Second
+	MaxTTL     = 24 * time.Hour
+	// DefaultMaxPrograms and DefaultMaxMaps bound the programs and maps
+	// served one by one; the others are summed into one overflow series
+	// per metric. Each program costs 6 series, each map 4.
+	DefaultMaxPrograms = 2048
+	DefaultMaxMaps     = 4096
+	// DefaultRefresh: a scrape lists the host's objects again only when
+	// the last listing is older (concurrent scrapes share one).
+	DefaultRefresh = time.Second
+	// listTimeout bounds one listing.
+	listTimeout = 30 * time.Second
+)
+
+// Options configure a Collector.
+type Options struct {
+	// Lister lists the host's objects: the privileged helper's client, or
+	// an *Enumerator in a process that holds CAP_SYS_ADMIN.
+	Lister Lister
+	// TTL, MaxPrograms, MaxMaps, Refresh: see the defaults above (0 takes
+	// the default).
+	TTL                  time.Duration
+	MaxPrograms, MaxMaps int
+	Refresh              time.Duration
+	// Ours returns the exporter's own programs: config name by program
+	// id (OursFromStatus). Nil: none.
+	Ours func() map[uint32]string
+	// Pod returns "<namespace>/<pod>" for a cgroup path that is a
+	// Kubernetes pod's, "" otherwise; nil when the kube decoders are off.
+	Pod func(cgroupPath string) string
+	// ProcRoot is "/proc" unless tests change it.
+	ProcRoot string
+	Logger   *slog.Logger
+	// Now is the clock (nil: time.Now), for tests.
+	Now func() time.Time
+}
+
+// Collector serves every BPF program and map of the host as metrics (see
+// the package doc). Its counters advance at the end of each measuring
+// window of the CPU budget (WindowStart, WindowEnd); a scrape lists the
+// objects again for what else it serves. It is safe for concurrent use.
+type Collector struct {
+	opts   Options
+	log    *slog.Logger
+	owners *owners
+
+	mu    sync.Mutex
+	progs map[uint32]*progState
+	maps  map[uint32]*mapState
+	// Programs and maps served one by one.
+	progSlots, mapSlots slots
+	overflow            overflowSums
+	listed              *Listing // the last listing
+	listedAt            time.Time
+	listTook            time.Duration
+	listErrs            uint64
+	lastErrAt           time.Time
+	// The window in progress: when its first listing started (zero: none).
+	winStart time.Time
+	// The last window: its length, end, and share of the period (the
+	// sampled ratio; 0 before the first window ends).
+	winLen   time.Duration
+	winEnd   time.Time
+	winRatio float64
+	winCPU   float64 // CPU s/s of every program in it
+}
+
+// slots are the programs (or maps) served one by one, at most max: an
+// object takes a slot when it comes while one is free, else it goes to the
+// overflow sums; a slot freed goes to the overflowed object of lowest id.
+type slots struct{ used, max int }
+
+// take takes a slot, false when none is free.
+func (s *slots) take() bool {
+	if s.used >= s.max {
+		return false
+	}
+	s.used++
+	return true
+}
+
+func (s *slots) free() { s.used-- }
+
+// overflowSums are the sums of the programs and maps not served one by
+// one.
+type overflowSums struct {
+	seen           bool // a program or map went over its cap once
+	runTime, runs  float64
+	programs, maps int     // live ones (listed or not)
+	insns, jited   float64 // of the live overflowed programs
+	memory, max    float64 // of the live overflowed maps
+}
+
+// progState is what the collector keeps of one program.
+type progState struct {
+	p        Program
+	owner    Owner
+	config   string
+	link     string // attach type and target, from its first link
+	linkType string
+	links    int
+	overflow bool
+	goneAt   time.Time // zero while listed
+	// base holds the raw statistics at the start of the window in
+	// progress; ok is false when the program was not listed then.
+	base struct {
+		ok            bool
+		runTime, runs uint64
+	}
+	// runTime (seconds) and runs are the scaled sums over windows.
+	runTime, runs float64
+	// rate is the CPU s/s of its last window, perRun the ns per run.
+	rate, perRun float64
+	// static are its series whose value does not change, made for the
+	// labels of key (series).
+	static []prometheus.Metric
+	key    string
+}
+
+// mapState is what the collector keeps of one map.
+type mapState struct {
+	m        Map
+	owner    Owner
+	config   string
+	users    []uint32
+	overflow bool
+	static   []prometheus.Metric
+	key      string
+}
+
+// New returns a Collector with opts; nothing is listed until a scrape or
+// a window.
+func New(opts Options) *Collector {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.MaxPrograms <= 0 {
+		opts.MaxPrograms = DefaultMaxPrograms
+	}
+	if opts.MaxMaps <= 0 {
+		opts.MaxMaps = DefaultMaxMaps
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultRefresh
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Collector{opts: opts, log: log, owners: newOwners(opts.ProcRoot, opts.Pod),
+		progs: map[uint32]*progState{}, maps: map[uint32]*mapState{},
+		progSlots: slots{max: opts.MaxPrograms}, mapSlots: slots{max: opts.MaxMaps}}
+}
+
+// CheckOptions returns an error naming the flag for a value out of range.
+func CheckOptions(ttl time.Duration, maxPrograms, maxMaps int) error {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return fmt.Errorf("--collector.bpf.ttl %v: must be %v to %v", ttl, MinTTL, MaxTTL)
+	}
+	if maxPrograms < 1 || maxPrograms > MaxPrograms {
+		return fmt.Errorf("--collector.bpf.max-programs %d: must be 1 to %d", maxPrograms, MaxPrograms)
+	}
+	if maxMaps < 1 || maxMaps > MaxMaps {
+		return fmt.Errorf("--collector.bpf.max-maps %d: must be 1 to %d", maxMaps, MaxMaps)
+	}
+	return nil
+}
+
+// list lists the host's objects and takes them in (update). Called with
+// c.mu held. It returns nil when the listing failed (logged at most once
+// a minute, counted).
+func (c *Collector) list(ctx context.Context) *Listing {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	t0 := c.opts.Now()
+	l, err := c.opts.Lister.List(ctx)
+	now := c.opts.Now()
+	if err != nil {
+		c.listErrs++
+		if now.Sub(c.lastErrAt) >= time.Minute {
+			c.lastErrAt = now
+			c.log.Warn("host BPF collector: listing the host's BPF programs failed; serving the last listing", "err", err)
+		}
+		return nil
+	}
+	c.listTook = now.Sub(t0)
+	c.update(l, now)
+	return l
+}
+
+// update takes listing l, made at now, in: new programs and maps are
+// admitted (one by one while under their caps, else to the overflow
+// sums), gone ones marked, and those gone for TTL deleted.
+func (c *Collector) update(l *Listing, now time.Time) {
+	c.listed, c.listedAt = l, now
+	var ours map[uint32]string
+	if c.opts.Ours != nil {
+		ours = c.opts.Ours()
+	}
+	holdersOK := l.HoldersErr == ""
+	ph := programHolders(l)
+	links := map[uint32][]Link{}
+	for _, k := range l.Links {
+		links[k.ProgID] = append(links[k.ProgID], k)
+	}
+	// Programs gone first, so that their slots are free for new ones.
+	listed := make(map[uint32]bool, len(l.Programs))
+	for _, p := range l.Programs {
+		listed[p.ID] = true
+	}
+	for id, st := range c.progs {
+		if listed[id] {
+			continue
+		}
+		if st.goneAt.IsZero() {
+			st.goneAt = now
+		}
+		// An overflowed program's counts are in the overflow sums
+		// already: nothing of it is served.
+		if st.overflow || now.Sub(st.goneAt) >= c.opts.TTL {
+			if !st.overflow {
+				c.progSlots.free()
+			}
+			delete(c.progs, id)
+		}
+	}
+	// Overflowed programs take the slots freed, lowest id first: their
+	// counts so far stay in the overflow sums, their own series start at 0.
+	for _, p := range l.Programs {
+		if st := c.progs[p.ID]; st != nil && st.overflow && c.progSlots.take() {
+			st.overflow = false
+		}
+	}
+	c.overflow.programs, c.overflow.insns, c.overflow.jited = int(l.More[0]), 0, 0
+	for _, p := range l.Programs {
+		st := c.progs[p.ID]
+		if st == nil {
+			st = &progState{overflow: !c.progSlots.take()}
+			c.overflow.seen = c.overflow.seen || st.overflow
+			c.progs[p.ID] = st
+		}
+		st.p, st.goneAt = p, time.Time{}
+		if holdersOK {
+			h := ph[p.ID]
+			st.owner = c.owners.resolve(h.PID, h.Comm, now)
+		}
+		st.config = ours[p.ID]
+		st.links, st.linkType, st.link = len(links[p.ID]), "", ""
+		if ks := links[p.ID]; len(ks) > 0 {
+			if ks[0].HasAttach {
+				st.linkType = AttachType(ks[0].AttachType)
+			} else {
+				st.linkType = LinkType(ks[0].Type)
+			}
+			st.link = ks[0].Target
+		}
+		if st.overflow {
+			c.overflow.programs++
+			c.overflow.insns += float64(p.VerifiedInsns)
+			c.overflow.jited += float64(p.JitedBytes)
+		}
+	}
+
+	mh := mapHolders(l, ph)
+	users := mapUsers(l)
+	c.overflow.maps, c.overflow.memory, c.overflow.max = int(l.More[1]), 0, 0
+	// Maps have no counters: a gone map's series go at once (first, so
+	// that its slot is free for a new one).
+	live := make(map[uint32]bool, len(l.Maps))
+	for _, m := range l.Maps {
+		live[m.ID] = true
+	}
+	for id, st := range c.maps {
+		if !live[id] {
+			if !st.overflow {
+				c.mapSlots.free()
+			}
+			delete(c.maps, id)
+		}
+	}
+	for _, m := range l.Maps {
+		if st := c.maps[m.ID]; st != nil && st.overflow && c.mapSlots.take() {
+			st.overflow = false
+		}
+	}
+	for _, m := range l.Maps {
+		st := c.maps[m.ID]
+		if st == nil {
+			st = &mapState{overflow: !c.mapSlots.take()}
+			c.overflow.seen = c.overflow.seen || st.overflow
+			c.maps[m.ID] = st
+		}
+		st.m, st.users = m, users[m.ID]
+		if holdersOK {
+			h := mh[m.ID]
+			st.owner = c.owners.resolve(h.PID, h.Comm, now)
+		}
+		st.config = ""
+		for _, id := range st.users {
+			if n := ours[id]; n != "" {
+				st.config = n
+				break
+			}
+		}
+		if st.overflow {
+			c.overflow.maps++
+			c.overflow.memory += float64(m.Memlock)
+			c.overflow.max += float64(m.MaxEntries)
+		}
+	}
+}
+
+// WindowStart is called by the CPU budget once BPF run-time statistics
+// are on for a measuring window (budget.Observer): it lists the host's
+// programs and keeps their statistics as the window's base. With
+// continuous statistics, the last window's end is the base already.
+func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if continuous && !c.winStart.IsZero() {
+		return
+	}
+	c.winStart = time.Time{}
+	t0 := c.opts.Now()
+	if c.list(ctx) == nil {
+		return
+	}
+	c.winStart = t0
+	for _, st := range c.progs {
+		st.base.ok = st.goneAt.IsZero()
+		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
+	}
+}
+
+// WindowEnd is called by the CPU budget at the end of a measuring window,
+// before statistics go off (budget.Observer): it lists the programs again
+// and adds to each program's counters what it ran during the window,
+// scaled by the time since the previous window's end (period for the
+// first) over the window's length. With continuous statistics
+// (--bpf.stats) the scale is 1 and this end is the next window's base.
+func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continuous bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.winStart.IsZero() {
+		return
+	}
+	t1 := c.opts.Now()
+	if c.list(ctx) == nil {
+		c.winStart = time.Time{}
+		return
+	}
+	elapsed := t1.Sub(c.winStart)
+	if elapsed <= 0 {
+		return
+	}
+	// A window stands for the time since the previous one ended (the
+	// period, plus the time listing and reading took), measured; the
+	// nominal period for the first window or after a gap.
+	cycle := period
+	if d := t1.Sub(c.winEnd); !c.winEnd.IsZero() && d > elapsed && d <= 2*period {
+		cycle = d
+	}
+	scale := 1.0
+	if !continuous && cycle > elapsed {
+		scale = float64(cycle) / float64(elapsed)
+	}
+	cpu := 0.0
+	for _, st := range c.progs {
+		st.rate, st.perRun = 0, 0
+		if !st.base.ok || !st.goneAt.IsZero() || st.p.RunTimeNs < st.base.runTime || st.p.RunCount < st.base.runs {
+			st.base.ok = continuous && st.goneAt.IsZero()
+			st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
+			continue
+		}
+		dt, dn := float64(st.p.RunTimeNs-st.base.runTime), float64(st.p.RunCount-st.base.runs)
+		st.rate = dt / float64(elapsed)
+		if dn > 0 {
+			st.perRun = dt / dn
+		}
+		cpu += st.rate
+		if st.overflow {
+			c.overflow.runTime += dt * scale / 1e9
+			c.overflow.runs += dn * scale
+		} else {
+			st.runTime += dt * scale / 1e9
+			st.runs += dn * scale
+		}
+		st.base.ok = continuous
+		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
+	}
+	c.winLen, c.winEnd, c.winCPU = elapsed, t1, cpu
+	c.winRatio = 1 / scale
+	if continuous {
+		c.winStart = t1
+	} else {
+		c.winStart = time.Time{}
+	}
+}
+
+// Descriptors of the collector's metrics. Programs and maps are labelled
+// by id, name, type and owner (the owning process' command name).
+var (
+	progLabels = []string{"id", "name", "type", "owner"}
+	mapLabels  = []string{"id", "name", "type", "owner"}
+
+	runSecondsDesc = prometheus.NewDesc("kernel_bpf_program_run_seconds_total",
+		"CPU time the kernel spent running a BPF program of the host, summed over CPUs, estimated from the CPU budget's measuring windows: "+
+			"the run time counted while BPF run-time statistics were on for a window, times the period over the window (--bpf.budget-period / --bpf.budget-window, 30 with the defaults; 1 with --bpf.stats). "+
+			"rate() of it is the program's CPU seconds per second. kernel_bpf_stats_sampled_ratio is the share of the time measured.", progLabels, nil)
+	runsDesc = prometheus.NewDesc("kernel_bpf_program_runs_total",
+		"Runs of a BPF program of the host, estimated as kernel_bpf_program_run_seconds_total is: the runs counted during the measuring windows times the period over the window.", progLabels, nil)
+	insnsDesc = prometheus.NewDesc("kernel_bpf_program_verified_instructions",
+		"Instructions the verifier processed when it loaded a BPF program of the host (Linux 5.16+; 0 before).", progLabels, nil)
+	jitedDesc = prometheus.NewDesc("kernel_bpf_program_jited_bytes",
+		"Size of a BPF program's JIT-compiled code (0 when not JIT-compiled).", progLabels, nil)
+	progInfoDesc = prometheus.NewDesc("kernel_bpf_program_info",
+		"A BPF program of the host; always 1. tag is the hash of its instructions; attach_type and attach_target come from its first BPF link (links counts them; empty without a link); "+
+			"owner, pid, cgroup and pod are the process that holds it (lowest pid of those holding a descriptor of it or of its links; empty when none does); config is the kernel_exporter config that loaded it (empty: not ours).",
+		[]string{"id", "name", "type", "tag", "attach_type", "attach_target", "links", "owner", "pid", "cgroup", "pod", "config"}, nil)
+	mapMemoryDesc = prometheus.NewDesc("kernel_bpf_map_memory_bytes",
+		"Kernel memory a BPF map of the host holds (memlock in its fdinfo).", mapLabels, nil)
+	mapMaxDesc = prometheus.NewDesc("kernel_bpf_map_max_entries",
+		"max_entries of a BPF map of the host (ring buffers: size in bytes).", mapLabels, nil)
+	mapEntriesDesc = prometheus.NewDesc("kernel_bpf_map_entries",
+		"Entries of a BPF map of the host where that is cheap to know: arrays (their max_entries), and hash maps as the kernel counts them (Linux 6.6+, bpf_map_sum_elem_count). Other maps have no series.", mapLabels, nil)
+	mapInfoDesc = prometheus.NewDesc("kernel_bpf_map_info",
+		"A BPF map of the host; always 1. programs lists the ids of the programs using it (at most 16, then \"+N\"); owner, pid, cgroup, pod as for programs (a map no process holds takes its first program's); config is the kernel_exporter config whose programs use it.",
+		[]string{"id", "name", "type", "key_size", "value_size", "flags", "programs", "owner", "pid", "cgroup", "pod", "config"}, nil)
+	programsDesc = prometheus.NewDesc("kernel_bpf_programs",
+		"BPF programs loaded on the host at the last listing.", nil, nil)
+	mapsDesc = prometheus.NewDesc("kernel_bpf_maps",
+		"BPF maps on the host at the last listing.", nil, nil)
+	progOverflowDesc = prometheus.NewDesc("kernel_bpf_programs_overflow",
+		"BPF programs of the host not served one by one (over --collector.bpf.max-programs): summed into the series whose labels are all "+collector.OverflowValue+".", nil, nil)
+	mapOverflowDesc = prometheus.NewDesc("kernel_bpf_maps_overflow",
+		"BPF maps of the host not served one by one (over --collector.bpf.max-maps): summed into the series whose labels are all "+collector.OverflowValue+".", nil, nil)
+	sampledDesc = prometheus.NewDesc("kernel_bpf_stats_sampled_ratio",
+		"Share of the time the last measuring window covered (window / period; 1 when statistics are on all the time): the counts of kernel_bpf_program_run_seconds_total and _runs_total were multiplied by its inverse. 0 before the first window ends.", nil, nil)
+	cpusDesc = prometheus.NewDesc("kernel_cpus_online",
+		"Online CPUs of the host (/sys/devices/system/cpu/online): the CPU seconds per second they give, to make the rate of kernel_bpf_program_run_seconds_total a share of the host.", nil, nil)
+	listDurationDesc = prometheus.NewDesc("kernel_exporter_bpf_list_duration_seconds",
+		"Time the last listing of the host's BPF programs, maps and links took.", nil, nil)
+	listErrorsDesc = prometheus.NewDesc("kernel_exporter_bpf_list_errors_total",
+		"Listings of the host's BPF objects that failed (the last good one is served).", nil, nil)
+)
+
+var descs = []*prometheus.Desc{runSecondsDesc, runsDesc, insnsDesc, jitedDesc, progInfoDesc,
+	mapMemoryDesc, mapMaxDesc, mapEntriesDesc, mapInfoDesc, programsDesc, mapsDesc,
+	progOverflowDesc, mapOverflowDesc, sampledDesc, cpusDesc, listDurationDesc, listErrorsDesc}
+
+// Describe sends every descriptor.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range descs {
+		ch <- d
+	}
+}
+
+// Collect lists the host's objects again when the last listing is older
+// than Options.Refresh, and sends their series.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Now()
+	if c.listed == nil || now.Sub(c.listedAt) >= c.opts.Refresh {
+		c.list(context.Background())
+	}
+	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+	}
+	counter := func(d *prometheus.Desc, v float64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
+	}
+	for id, st := range c.progs {
+		if st.overflow {
+			continue
+		}
+		lv := st.series(id)
+		counter(runSecondsDesc, st.runTime, lv...)
+		counter(runsDesc, st.runs, lv...)
+		for _, m := range st.static {
+			ch <- m
+		}
+	}
+	for id, st := range c.maps {
+		if st.overflow {
+			continue
+		}
+		lv := st.series(id)
+		if dynamicMemory(st.m) {
+			gauge(mapMemoryDesc, float64(st.m.Memlock), lv...)
+		}
+		if st.m.Entries >= 0 && !isArray(st.m.Type) {
+			gauge(mapEntriesDesc, float64(st.m.Entries), lv...)
+		}
+		for _, m := range st.static {
+			ch <- m
+		}
+	}
+	if o := c.overflow; o.seen {
+		ov := []string{collector.OverflowValue, collector.OverflowValue, collector.OverflowValue, collector.OverflowValue}
+		counter(runSecondsDesc, o.runTime, ov...)
+		counter(runsDesc, o.runs, ov...)
+		gauge(insnsDesc, o.insns, ov...)
+		gauge(jitedDesc, o.jited, ov...)
+		gauge(mapMemoryDesc, o.memory, ov...)
+		gauge(mapMaxDesc, o.max, ov...)
+	}
+	if l := c.listed; l != nil {
+		gauge(programsDesc, float64(len(l.Programs))+float64(l.More[0]))
+		gauge(mapsDesc, float64(len(l.Maps))+float64(l.More[1]))
+	}
+	gauge(progOverflowDesc, float64(c.overflow.programs))
+	gauge(mapOverflowDesc, float64(c.overflow.maps))
+	gauge(sampledDesc, c.winRatio)
+	if cpus, err := loader.OnlineCPUs(); err == nil {
+		gauge(cpusDesc, float64(len(cpus)))
+	}
+	gauge(listDurationDesc, c.listTook.Seconds())
+	counter(listErrorsDesc, float64(c.listErrs))
+}
+
+// series returns the labels of program id's series, and makes again its
+// series whose value never changes (instructions, JIT size, info) when a
+// label changed since they were made: they are sent as they are at each
+// scrape.
+func (st *progState) series(id uint32) []string {
+	ids := strconv.FormatUint(uint64(id), 10)
+	owner := label(st.owner.Comm)
+	lv := []string{ids, st.p.Name, ProgType(st.p.Type), owner}
+	info := []string{ids, st.p.Name, ProgType(st.p.Type), fmt.Sprintf("%x", st.p.Tag), st.linkType, label(st.link),
+		strconv.Itoa(st.links), owner, pidLabel(st.owner.PID), label(st.owner.Cgroup), label(st.owner.Pod), label(st.config)}
+	if key := strings.Join(info, "\x00"); key != st.key {
+		st.key = key
+		st.static = []prometheus.Metric{
+			prometheus.MustNewConstMetric(insnsDesc, prometheus.GaugeValue, float64(st.p.VerifiedInsns), lv...),
+			prometheus.MustNewConstMetric(jitedDesc, prometheus.GaugeValue, float64(st.p.JitedBytes), lv...),
+			prometheus.MustNewConstMetric(progInfoDesc, prometheus.GaugeValue, 1, info...),
+		}
+	}
+	return lv
+}
+
+// series is progState.series for a map: max_entries, entries, info, and
+// its memory unless it changes (dynamicMemory).
+func (st *mapState) series(id uint32) []string {
+	ids := strconv.FormatUint(uint64(id), 10)
+	owner := label(st.owner.Comm)
+	lv := []string{ids, st.m.Name, MapType(st.m.Type), owner}
+	info := []string{ids, st.m.Name, MapType(st.m.Type), strconv.FormatUint(uint64(st.m.KeySize), 10),
+		strconv.FormatUint(uint64(st.m.ValueSize), 10), "0x" + strconv.FormatUint(uint64(st.m.Flags), 16), idList(st.users, 16),
+		owner, pidLabel(st.owner.PID), label(st.owner.Cgroup), label(st.owner.Pod), label(st.config)}
+	if key := strings.Join(info, "\x00") + "\x00" + strconv.FormatUint(st.m.Memlock, 10); key != st.key {
+		st.key = key
+		st.static = []prometheus.Metric{
+			prometheus.MustNewConstMetric(mapMaxDesc, prometheus.GaugeValue, float64(st.m.MaxEntries), lv...),
+			prometheus.MustNewConstMetric(mapInfoDesc, prometheus.GaugeValue, 1, info...),
+		}
+		if isArray(st.m.Type) {
+			st.static = append(st.static, prometheus.MustNewConstMetric(mapEntriesDesc, prometheus.GaugeValue, float64(st.m.MaxEntries), lv...))
+		}
+		if !dynamicMemory(st.m) {
+			st.static = append(st.static, prometheus.MustNewConstMetric(mapMemoryDesc, prometheus.GaugeValue, float64(st.m.Memlock), lv...))
+		}
+	}
+	return lv
+}
+
+// isArray reports whether maps of type t always hold max_entries entries.
+func isArray(t uint32) bool {
+	switch MapType(t) {
+	case "array", "percpu_array", "prog_array", "perf_event_array", "cgroup_array", "array_of_maps":
+		return true
+	}
+	return false
+}
+
+// label makes text from outside (a command name, a path) a valid label
+// value.
+func label(s string) string { return collector.LabelValue(s) }
+
+func pidLabel(pid uint32) string {
+	if pid == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(pid), 10)
+}
+
+// idList joins ids with commas, at most n of them, then "+<rest>".
+func idList(ids []uint32, n int) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i == n {
+			fmt.Fprintf(&b, ",+%d", len(ids)-n)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(uint64(id), 10))
+	}
+	return b.String()
+}
+
+// Summary is what the landing page shows of the host's BPF programs.
+type Summary struct {
+	// Measured: a window has ended; CPU is the CPU seconds per second
+	// of every program in it (summed over CPUs), Window its length and
+	// End its end.
+	Measured bool
+	CPU      float64
+	Window   time.Duration
+	End      time.Time
+	// Programs and Maps on the host, and MapBytes their maps' memory,
+	// at the last listing (Listed false before the first).
+	Listed         bool
+	Programs, Maps int
+	MapBytes       uint64
+	Top            []TopProgram
+}
+
+// TopProgram is one of the programs that used the most CPU in the last
+// window.
+type TopProgram struct {
+	ID                        uint32
+	Name, Type, Owner, Config string
+	// CPU is CPU seconds per second; NsPerRun the mean run time.
+	CPU, NsPerRun float64
+}
+
+// Summary returns the landing page's figures, with the n programs that
+// used the most CPU in the last window. It does not list anything.
+func (c *Collector) Summary(n int) Summary {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Summary{Measured: !c.winEnd.IsZero(), CPU: c.winCPU, Window: c.winLen, End: c.winEnd}
+	if l := c.listed; l != nil {
+		s.Listed = true
+		s.Programs, s.Maps = len(l.Programs)+int(l.More[0]), len(l.Maps)+int(l.More[1])
+		for _, m := range l.Maps {
+			s.MapBytes += m.Memlock
+		}
+	}
+	if !s.Measured {
+		return s
+	}
+	for id, st := range c.progs {
+		if st.goneAt.IsZero() && st.rate > 0 {
+			s.Top = append(s.Top, TopProgram{ID: id, Name: st.p.Name, Type: ProgType(st.p.Type), Owner: st.owner.Comm,
+				Config: st.config, CPU: st.rate, NsPerRun: st.perRun})
+		}
+	}
+	slices.SortFunc(s.Top, func(a, b TopProgram) int {
+		if c := cmp.Compare(b.CPU, a.CPU); c != 0 {
+			return c
+		}
+		return cmpU32(a.ID, b.ID)
+	})
+	if len(s.Top) > n {
+		s.Top = s.Top[:n]
+	}
+	return s
+}
+
+// Top5 returns a function of Summary(5) for the landing page
+// (web.Options.HostBPF), nil for a nil collector.
+func (c *Collector) Top5() func() Summary {
+	if c == nil {
+		return nil
+	}
+	return func() Summary { return c.Summary(5) }
+}

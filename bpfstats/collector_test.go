@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package bpfstats
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kernel-exporter/kernel_exporter/collector"
+)
+
+// world is a fake host: a listing the test changes, and a clock.
+type world struct {
+	mu   sync.Mutex
+	l    Listing
+	now  time.Time
+	fail error
+}
+
+func (w *world) List(context.Context) (*Listing, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fail != nil {
+		return nil, w.fail
+	}
+	l := w.l
+	l.Programs = append([]Program(nil), w.l.Programs...)
+	return &l, nil
+}
+
+func (w *world) clock() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.now
+}
+
+func (w *world) advance(d time.Duration) {
+	w.mu.Lock()
+	w.now = w.now.Add(d)
+	w.mu.Unlock()
+}
+
+// run adds dt ns and n runs to program id.
+func (w *world) run(id uint32, dt, n uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.l.Programs {
+		if w.l.Programs[i].ID == id {
+			w.l.Programs[i].RunTimeNs += dt
+			w.l.Programs[i].RunCount += n
+		}
+	}
+}
+
+// gather returns the value of metric name's series whose labels include
+// want, and how many series the metric has.
+func gather(t *testing.T, c *Collector, name string, want map[string]string) (float64, int) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		v, found := math.NaN(), false
+		for _, m := range f.Metric {
+			if matchLabels(m, want) {
+				found = true
+				switch {
+				case m.Counter != nil:
+					v = m.Counter.GetValue()
+				case m.Gauge != nil:
+					v = m.Gauge.GetValue()
+				}
+			}
+		}
+		if !found {
+			return math.NaN(), len(f.Metric)
+		}
+		return v, len(f.Metric)
+	}
+	return math.NaN(), 0
+}
+
+func matchLabels(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, lp := range m.Label {
+		if v, ok := want[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+func newWorld(t *testing.T) (*world, string) {
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "4242"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "4242", "cgroup"), []byte("0::/kubepods/pod1/ctr\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{now: time.Unix(1e9, 0)}
+	w.l = Listing{
+		Programs: []Program{{ID: 10, Type: 5, Name: "spin", MapIDs: []uint32{3}}, {ID: 11, Type: 6, Name: "xdp_prog"}},
+		Maps:     []Map{{ID: 3, Type: 2, Name: "counts", MaxEntries: 8, Memlock: 4096}, {ID: 4, Type: 1, Name: "table", MaxEntries: 64, Memlock: 9000, Entries: 12}},
+		Links:    []Link{{ID: 1, Type: 7, ProgID: 10, AttachType: 41, HasAttach: true, Target: "syscalls:sys_enter_getpgid"}},
+		Holders:  []Holder{{PID: 4242, Kind: HoldsLink, ID: 1, Comm: "agent"}, {PID: 5000, Kind: HoldsLink, ID: 1, Comm: "child"}},
+	}
+	return w, proc
+}
+
+func TestCollectorWindows(t *testing.T) {
+	w, proc := newWorld(t)
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc,
+		Pod:  func(cg string) string { return "ns/" + filepath.Base(filepath.Dir(cg)) },
+		Ours: func() map[uint32]string { return map[uint32]string{11: "myconfig"} }})
+	spin := map[string]string{"id": "10", "name": "spin", "type": "tracepoint", "owner": "agent"}
+
+	// Before any window: listed, counters at 0.
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", spin); v != 0 {
+		t.Fatalf("runs before a window: %v", v)
+	}
+	// Runs outside a window are not counted.
+	w.run(10, 5e6, 50)
+	c.WindowStart(context.Background(), false)
+	w.run(10, 2e6, 10) // 2 ms in 10 runs during a 1 s window of a 30 s period
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, false)
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", spin); v != 300 {
+		t.Errorf("runs: %v, want 10 runs x 30", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_program_run_seconds_total", spin); math.Abs(v-0.06) > 1e-12 {
+		t.Errorf("run seconds: %v, want 2 ms x 30", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_stats_sampled_ratio", nil); math.Abs(v-1.0/30) > 1e-12 {
+		t.Errorf("sampled ratio %v, want 1/30", v)
+	}
+	info := map[string]string{"id": "10", "attach_type": "perf_event", "attach_target": "syscalls:sys_enter_getpgid",
+		"links": "1", "owner": "agent", "pid": "4242", "cgroup": "/kubepods/pod1/ctr", "pod": "ns/pod1", "config": ""}
+	if v, _ := gather(t, c, "kernel_bpf_program_info", info); v != 1 {
+		t.Errorf("program info %v not served", info)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_program_info", map[string]string{"id": "11", "config": "myconfig", "owner": ""}); v != 1 {
+		t.Error("our program's config label, or an unheld program's empty owner, not served")
+	}
+	// A map no process holds takes its first program's owner.
+	if v, _ := gather(t, c, "kernel_bpf_map_memory_bytes", map[string]string{"id": "3", "owner": "agent", "type": "array"}); v != 4096 {
+		t.Errorf("map memory %v", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_map_info", map[string]string{"id": "3", "programs": "10"}); v != 1 {
+		t.Error("map info with its programs not served")
+	}
+	// Entries: an array's max_entries, a hash map's count.
+	if v, _ := gather(t, c, "kernel_bpf_map_entries", map[string]string{"id": "3"}); v != 8 {
+		t.Errorf("array entries %v, want its max_entries 8", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_map_entries", map[string]string{"id": "4"}); v != 12 {
+		t.Errorf("hash map entries %v, want the kernel's count 12", v)
+	}
+	s := c.Summary(5)
+	if !s.Measured || len(s.Top) != 1 || s.Top[0].ID != 10 || math.Abs(s.CPU-0.002) > 1e-12 || s.Top[0].NsPerRun != 2e5 || s.MapBytes != 4096+9000 {
+		t.Errorf("summary %+v", s)
+	}
+
+	// Continuous statistics: scale 1, and a window's end is the next
+	// one's base (nothing run between two windows is lost).
+	c.WindowStart(context.Background(), true)
+	w.run(10, 1e6, 7)
+	w.advance(30 * time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, true)
+	w.run(10, 1e6, 5) // between windows
+	c.WindowStart(context.Background(), true)
+	w.advance(30 * time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, true)
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", spin); v != 312 {
+		t.Errorf("runs after continuous windows: %v, want 300+7+5", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_stats_sampled_ratio", nil); v != 1 {
+		t.Errorf("sampled ratio with continuous statistics %v", v)
+	}
+}
+
+func TestCollectorTTLAndOverflow(t *testing.T) {
+	w, proc := newWorld(t)
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, TTL: time.Minute, MaxPrograms: 1, MaxMaps: 1})
+	c.WindowStart(context.Background(), false)
+	w.run(10, 1e6, 1)
+	w.run(11, 3e6, 2)
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 2*time.Second, false)
+	if _, n := gather(t, c, "kernel_bpf_program_runs_total", nil); n != 2 {
+		t.Errorf("%d runs series, want program 10 and the overflow series", n)
+	}
+	ov := map[string]string{"id": collector.OverflowValue, "name": collector.OverflowValue}
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", ov); v != 4 {
+		t.Errorf("overflow runs %v, want 2 x 2", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_programs_overflow", nil); v != 1 {
+		t.Errorf("programs overflow %v", v)
+	}
+	// Program 10 goes: served until its TTL, then gone; its slot goes
+	// to the overflowed program of lowest id (11), whose series starts
+	// at 0 while its counts so far stay in the overflow series.
+	w.mu.Lock()
+	w.l.Programs = []Program{{ID: 11, Type: 6, Name: "xdp_prog"}, {ID: 12, Type: 5, Name: "new"}}
+	w.l.Links = nil
+	w.mu.Unlock()
+	w.advance(2 * time.Second)
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", map[string]string{"id": "10"}); v != 1*2 {
+		t.Errorf("gone program before its TTL: runs %v, want its last value", v)
+	}
+	w.advance(time.Minute)
+	if _, n := gather(t, c, "kernel_bpf_program_runs_total", map[string]string{"id": "10"}); n != 2 {
+		t.Errorf("%d runs series after the TTL, want 2 (program 11 and overflow)", n)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", map[string]string{"id": "11"}); v != 0 {
+		t.Errorf("program 11 in the freed slot: %v", v)
+	}
+	// The overflow counter never goes down.
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", ov); v != 4 {
+		t.Errorf("overflow runs %v after churn", v)
+	}
+}
+
+func TestCollectorListFails(t *testing.T) {
+	w, proc := newWorld(t)
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc})
+	gather(t, c, "kernel_bpf_programs", nil)
+	w.fail = errors.New("helper gone")
+	w.advance(time.Minute)
+	if v, _ := gather(t, c, "kernel_exporter_bpf_list_errors_total", nil); v != 1 {
+		t.Errorf("list errors %v", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_programs", nil); v != 2 {
+		t.Errorf("programs %v after a failed listing: want the last listing's 2", v)
+	}
+}
+
+// TestCollectorMeasuredCycle checks that a window stands for the time
+// since the previous window ended (the period and the time listing took),
+// not the nominal period: counts are scaled by that over the window.
+func TestCollectorMeasuredCycle(t *testing.T) {
+	w, proc := newWorld(t)
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc})
+	window := func(runs uint64) {
+		c.WindowStart(context.Background(), false)
+		w.run(10, 0, runs)
+		w.advance(time.Second)
+		c.WindowEnd(context.Background(), 2*time.Second, false)
+	}
+	window(10) // first: the nominal period, scale 2
+	w.advance(1500 * time.Millisecond)
+	window(10) // 2.5 s since the first ended: scale 2.5
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", map[string]string{"id": "10"}); v != 45 {
+		t.Errorf("runs %v, want 10 x 2 + 10 x 2.5", v)
+	}
+	if v, _ := gather(t, c, "kernel_bpf_stats_sampled_ratio", nil); v != 0.4 {
+		t.Errorf("sampled ratio %v, want 1 s of 2.5 s", v)
+	}
+}
