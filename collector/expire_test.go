@@ -424,8 +424,9 @@ func ttlParse(t *testing.T, y string) *config.Config {
 }
 
 // TestTTLBundledDefaults pins the default ttl of the bundled programs
-// (docs/configuration.md gives them and why): metrics keyed by cgroup or by
-// a listening port that may be ephemeral have one, no other metric does.
+// (docs/configuration.md gives them and why): metrics keyed by cgroup, by
+// a listening port that may be ephemeral, or by comm and kernel address
+// (cpu_profile) have one, no other metric does.
 func TestTTLBundledDefaults(t *testing.T) {
 	want := map[string]time.Duration{
 		"kernel_oom_kills_total":                24 * time.Hour,
@@ -436,6 +437,8 @@ func TestTTLBundledDefaults(t *testing.T) {
 		// Library part 2 (issue 14).
 		"kernel_accepted_connections_total":   10 * time.Minute,
 		"kernel_connect_addr_not_avail_total": 24 * time.Hour,
+		// Profiles (issue 26): keyed by kernel address and comm.
+		"kernel_cpu_profile_samples_total": time.Hour,
 	}
 	env := decoder.NewEnv(10)
 	seen := 0

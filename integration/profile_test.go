@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,6 +87,36 @@ func pprofTop(t *testing.T, file string) (flat, cum map[string]float64) {
 // foldedLine is one line of flamegraph.pl's input.
 var foldedLine = regexp.MustCompile(`^[^;\n]+(;[^;\n]+)* [0-9]+$`)
 
+// readFoldedFile reads a folded profile (flamegraph.pl's lines, each
+// checked) whose every line must be of process comm, and returns the
+// samples whose stack holds each function (once a line) and the total.
+func readFoldedFile(t *testing.T, path, comm string) (map[string]int64, int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int64{}
+	var all int64
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if !foldedLine.MatchString(l) {
+			t.Fatalf("folded line %q is not frames;joined;by;semicolons, a space and a count", l)
+		}
+		i := strings.LastIndexByte(l, ' ')
+		n, _ := strconv.ParseInt(l[i+1:], 10, 64)
+		all += n
+		frames := strings.Split(l[:i], ";")
+		if frames[0] != comm {
+			t.Errorf("folded line of another process than %s: %q", comm, l)
+			continue
+		}
+		for _, f := range slices.Compact(slices.Sorted(slices.Values(frames[1:]))) {
+			counts[f] += n
+		}
+	}
+	return counts, all
+}
+
 // profilePrograms returns the ids of the programs named name loaded now.
 func profilePrograms(t *testing.T, name string) map[ebpf.ProgramID]bool {
 	out := map[ebpf.ProgramID]bool{}
@@ -137,25 +168,8 @@ func TestProfileCLI(t *testing.T) {
 	if a := flat["burn_a"]; a < 60 || a > 80 {
 		t.Errorf("burn_a flat %.1f%%, want 60 to 80", a)
 	}
-	data, err := os.ReadFile(newer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a, all int64
-	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		if !foldedLine.MatchString(l) {
-			t.Fatalf("folded line %q is not frames;joined;by;semicolons, a space and a count", l)
-		}
-		i := strings.LastIndexByte(l, ' ')
-		n, _ := strconv.ParseInt(l[i+1:], 10, 64)
-		all += n
-		if strings.Contains(l[:i], ";burn_a") {
-			a += n
-		}
-		if !strings.HasPrefix(l, "workload;") {
-			t.Errorf("folded line of another process (--pid): %q", l)
-		}
-	}
+	counts, all := readFoldedFile(t, newer, "workload")
+	a := counts["burn_a"]
 	t.Logf("%s: burn_a %d of %d samples", filepath.Base(newer), a, all)
 	if all < 200 || float64(a)/float64(all) < 0.2 || float64(a)/float64(all) > 0.4 {
 		t.Errorf("folded: burn_a %d of %d samples, want 20 to 40%% of at least 200", a, all)

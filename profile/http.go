@@ -23,6 +23,12 @@ import (
 const (
 	PathCPU    = "/profile/cpu"
 	PathOffCPU = "/profile/offcpu"
+	// PathFlame, PathDiff and PathRecent serve the flame graph page
+	// (/ui/profile/): a kept profile's flame graph, the comparison of two
+	// (or of one and an uploaded file), and the list of kept profiles.
+	PathFlame  = "/profile/flame"
+	PathDiff   = "/profile/diff"
+	PathRecent = "/profile/recent"
 )
 
 // Defaults and bounds of the HTTP endpoints.
@@ -32,6 +38,10 @@ const (
 	// writeMargin is added to the profile's length for the response's
 	// write deadline (symbols, encoding, a slow client).
 	writeMargin = time.Minute
+	// MaxUpload bounds a profile uploaded to POST /profile/diff, and
+	// MaxUploadUncompressed what a gzipped one holds.
+	MaxUpload             = 16 << 20
+	MaxUploadUncompressed = 64 << 20
 )
 
 // HandlerOptions configure a Handler.
@@ -51,11 +61,13 @@ type HandlerOptions struct {
 
 // Handler serves GET /profile/cpu and /profile/offcpu: it takes a profile
 // of ?seconds= (default 30) and returns it as pprof (gzipped protobuf;
-// ?format=folded for folded stacks). Query parameters (unknown ones are
-// refused with 400):
+// ?format=folded for folded stacks; ?format=tree for the flame graph page:
+// the JSON of FlameGraph, the profile kept for /profile/flame and
+// /profile/diff). Query parameters (unknown ones are refused with 400):
 //
 //	seconds    1 to MaxDuration's seconds (default 30)
-//	format     pprof (default) or folded
+//	format     pprof (default), folded or tree
+//	view       format=tree: comm (default), process, cgroup or stack
 //	frequency  /profile/cpu: samples per second per CPU, 1 to 999
 //	min_block  /profile/offcpu: shortest block counted, as 1ms, 0 to 1m
 //	pid        process id (repeatable, or comma-separated)
@@ -68,9 +80,26 @@ type HandlerOptions struct {
 // meanwhile gets 429 with Retry-After. A profile stopped by the CPU budget
 // gets 503, as do new ones until the budget re-attaches profiles. The BPF
 // program is loaded and attached only while a profile is taken.
+//
+// For the flame graph page it also serves, from the profiles kept
+// (MaxRecentProfiles):
+//
+//	GET  /profile/flame?id=N[&view=V]     FlameGraph of kept profile N
+//	GET  /profile/diff?base=N&new=M       DiffGraph of two kept profiles
+//	POST /profile/diff?new=M (or base=N)  DiffGraph of a kept profile and the
+//	                                      body: a profile file (pprof or
+//	                                      folded), application/octet-stream,
+//	                                      at most MaxUpload bytes
+//	GET  /profile/recent                  []RecentProfile, newest first
+//
+// Uploads are parsed one at a time (429 meanwhile); a content type other
+// than application/octet-stream gets 415, so that a browser cannot post
+// one from another site without a CORS preflight, which is not answered.
 type Handler struct {
-	o   HandlerOptions
-	sym *symbolize.Symbolizer
+	o      HandlerOptions
+	sym    *symbolize.Symbolizer
+	recent recent
+	upload sync.Mutex
 
 	mu       sync.Mutex
 	running  *Session
@@ -98,7 +127,7 @@ func NewHandler(o HandlerOptions) *Handler {
 
 // Routes returns the handler under each of its paths, for a server's mux.
 func (h *Handler) Routes() map[string]http.Handler {
-	return map[string]http.Handler{PathCPU: h, PathOffCPU: h}
+	return map[string]http.Handler{PathCPU: h, PathOffCPU: h, PathFlame: h, PathDiff: h, PathRecent: h}
 }
 
 // BudgetConfigs returns the running profile's program under its name
@@ -159,13 +188,22 @@ func badRequest(format string, args ...any) error {
 	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
-// ServeHTTP takes one profile and writes it.
+// ServeHTTP serves the paths of Routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	kind := CPU
 	switch r.URL.Path {
 	case PathCPU:
 	case PathOffCPU:
 		kind = OffCPU
+	case PathFlame:
+		h.serveFlame(w, r)
+		return
+	case PathDiff:
+		h.serveDiff(w, r)
+		return
+	case PathRecent:
+		h.serveRecent(w, r)
+		return
 	default:
 		http.NotFound(w, r)
 		return
@@ -175,7 +213,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use GET", http.StatusMethodNotAllowed)
 		return
 	}
-	o, format, err := h.parse(kind, r.URL.Query())
+	o, format, view, err := h.parse(kind, r.URL.Query())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -223,6 +261,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf bytes.Buffer
+	if format == "tree" {
+		g, err := h.flame(p, view)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		g.ID = h.recent.add(p, o.Filter).ID
+		writeJSON(w, g)
+		return
+	}
 	if format == "folded" {
 		err = p.WriteFolded(&buf, FoldedOptions{})
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -249,11 +297,33 @@ func writeError(w http.ResponseWriter, err error) {
 	http.Error(w, he.msg, he.code)
 }
 
-// parse reads the query of a profile request.
-func (h *Handler) parse(kind Kind, q url.Values) (Options, string, error) {
+// parse reads the query of a profile request: the options, the format and
+// the view (format=tree).
+func (h *Handler) parse(kind Kind, q url.Values) (o Options, format, view string, err error) {
+	o, format, err = h.parseOptions(kind, q)
+	if err != nil {
+		return o, "", "", err
+	}
+	if vs, ok := q["view"]; ok {
+		if format != "tree" {
+			return o, "", "", badRequest("view applies to format=tree only")
+		}
+		if len(vs) != 1 {
+			return o, "", "", badRequest("view: give it once")
+		}
+		if _, err := ParseView(vs[0]); err != nil {
+			return o, "", "", badRequest("%v", err)
+		}
+		view = vs[0]
+	}
+	return o, format, view, nil
+}
+
+// parseOptions reads the query of a profile request but its view.
+func (h *Handler) parseOptions(kind Kind, q url.Values) (Options, string, error) {
 	o := Options{Kind: kind, Duration: DefaultDuration, Frequency: h.o.Frequency}
 	format := "pprof"
-	allowed := []string{"seconds", "format", "pid", "comm", "cgroup", "stacks", "idle"}
+	allowed := []string{"seconds", "format", "pid", "comm", "cgroup", "stacks", "idle", "view"}
 	if kind == CPU {
 		allowed = append(allowed, "frequency")
 	} else {
@@ -292,8 +362,8 @@ func (h *Handler) parse(kind Kind, q url.Values) (Options, string, error) {
 	if v, ok, err := one("format"); err != nil {
 		return o, "", err
 	} else if ok {
-		if v != "pprof" && v != "folded" {
-			return o, "", badRequest("format %q: want pprof or folded", v)
+		if v != "pprof" && v != "folded" && v != "tree" {
+			return o, "", badRequest("format %q: want pprof, folded or tree", v)
 		}
 		format = v
 	}

@@ -4,7 +4,9 @@ package profile
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 
 	pprof "github.com/google/pprof/profile"
 
@@ -31,10 +33,20 @@ func ReadFile(path string, k Kind) (*Profile, error) {
 	return p, nil
 }
 
-// Parse reads a profile from data, as ReadFile does.
-func Parse(data []byte, k Kind) (*Profile, error) {
+// Parse reads a profile from data, as ReadFile does; gzipped data may
+// hold at most MaxProfileFile bytes uncompressed.
+func Parse(data []byte, k Kind) (*Profile, error) { return ParseLimit(data, k, MaxProfileFile) }
+
+// ParseLimit reads a profile from data, as ReadFile does; gzipped data may
+// hold at most max bytes uncompressed (a gzip bomb is an error, not a
+// gigabyte of memory).
+func ParseLimit(data []byte, k Kind, max int) (*Profile, error) {
 	if bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
-		pp, err := pprof.ParseData(data)
+		raw, err := gunzip(data, max)
+		if err != nil {
+			return nil, err
+		}
+		pp, err := pprof.ParseUncompressed(raw)
 		if err != nil {
 			return nil, fmt.Errorf("gzipped, but not a pprof profile: %w", err)
 		}
@@ -62,4 +74,21 @@ func looksFolded(data []byte) bool {
 		}
 	}
 	return len(head) > 0
+}
+
+// gunzip returns data uncompressed, or an error if that is more than max
+// bytes or not gzip.
+func gunzip(data []byte, max int) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("gzipped, but not a pprof profile: %w", err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("gzipped, but not a pprof profile: %w", err)
+	}
+	if len(raw) > max {
+		return nil, fmt.Errorf("more than %d bytes uncompressed", max)
+	}
+	return raw, nil
 }

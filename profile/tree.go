@@ -37,9 +37,10 @@ type TreeOptions struct {
 	ByProcess bool
 	// ByComm adds a level per comm (as folded stacks start).
 	ByComm bool
-	// ByCgroup adds a level per cgroup id: "cgroup 1234" (before the
-	// process level when both are set).
-	ByCgroup bool
+	// ByCgroup adds a level per cgroup: CgroupName's name for its id, or
+	// "cgroup 1234" (before the process or comm level when both are set).
+	ByCgroup   bool
+	CgroupName func(id uint64) string
 }
 
 // Tree returns the flame graph of p: a root "all" whose children are the
@@ -51,7 +52,14 @@ func (p *Profile) Tree(o TreeOptions) *Node {
 		n := root
 		n.Total += s.Value
 		if o.ByCgroup {
-			n = n.child(false, "cgroup "+strconv.FormatUint(s.Cgroup, 10), "")
+			name := ""
+			if o.CgroupName != nil {
+				name = o.CgroupName(s.Cgroup)
+			}
+			if name == "" {
+				name = "cgroup " + strconv.FormatUint(s.Cgroup, 10)
+			}
+			n = n.child(false, name, "")
 			n.Total += s.Value
 		}
 		if o.ByProcess {

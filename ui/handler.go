@@ -23,6 +23,11 @@ var assets embed.FS
 // config's section is Path+"#"+config.
 const Path = "/ui/"
 
+// ProfilePath is where the flame graph page is served (with
+// --profile.enable only: ProfileHandler, mounted by the serve command next
+// to package profile's endpoints, which it fetches).
+const ProfilePath = Path + "profile/"
+
 // maxSince bounds the since parameter (2^53: exact in JavaScript).
 const maxSince = 1 << 53
 
@@ -67,6 +72,44 @@ func Handler(s *Sampler) http.Handler {
 			http.NotFound(w, r)
 			return
 		}
+		h.Set("Cache-Control", "no-cache")
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
+	})
+}
+
+// ProfileHandler serves the flame graph page under ProfilePath:
+// profile.html (at ProfilePath itself), flame.js and flame.css, with the
+// live page's security headers; 405 to methods but GET and HEAD, 404 to
+// any other path. The page fetches package profile's /profile/ endpoints.
+func ProfileHandler() http.Handler {
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, ProfilePath)
+		switch name {
+		case "":
+			name = "profile.html"
+		case "flame.js", "flame.css":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		b, err := fs.ReadFile(sub, name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 	})

@@ -66,3 +66,34 @@ func TestHandler(t *testing.T) {
 		t.Errorf("data %+v", d)
 	}
 }
+
+// TestProfileHandler checks the flame graph page and its assets: the
+// paths served, 404 for the live page's files and others, 405 for POST,
+// the security headers.
+func TestProfileHandler(t *testing.T) {
+	h := ProfileHandler()
+	for _, c := range []struct {
+		method, target string
+		code           int
+		ctype, body    string
+	}{
+		{"GET", "/ui/profile/", 200, "text/html", `src="flame.js"`},
+		{"HEAD", "/ui/profile/", 200, "text/html", ""},
+		{"GET", "/ui/profile/flame.js", 200, "javascript", "'../../profile/'"},
+		{"GET", "/ui/profile/flame.css", 200, "text/css", "#tip"},
+		{"GET", "/ui/profile/ui.js", 404, "text/plain", "not found"},
+		{"GET", "/ui/profile/profile.html", 404, "text/plain", "not found"},
+		{"POST", "/ui/profile/", 405, "text/plain", "method not allowed"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(c.method, c.target, nil))
+		resp := rec.Result()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != c.code || !strings.Contains(resp.Header.Get("Content-Type"), c.ctype) || !strings.Contains(string(b), c.body) {
+			t.Errorf("%s %s: %d %q %.200s; want %d %s containing %q", c.method, c.target, resp.StatusCode, resp.Header.Get("Content-Type"), b, c.code, c.ctype, c.body)
+		}
+		if c.code == 200 && !strings.Contains(resp.Header.Get("Content-Security-Policy"), "connect-src 'self'") {
+			t.Errorf("%s %s: no CSP", c.method, c.target)
+		}
+	}
+}

@@ -100,6 +100,7 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--web.config.file="+dir+"/none", "--web.config.file")
 	add("serve", "--otlp.metrics.interval=30s", "--otlp.metrics.interval and --otlp.metrics.timeout apply with --otlp.metrics only")
 	add("serve", "--otlp.metrics.timeout=1s", "--otlp.metrics.interval and --otlp.metrics.timeout apply with --otlp.metrics only")
+	add("serve", "--otlp.profiles.interval=30s", "--otlp.profiles.interval and --otlp.profiles.timeout apply with --otlp.profiles only")
 	add("serve", "--duration=3s", "--duration applies to dump and profile record, not serve")
 	add("serve", "--interval=1s", "--interval applies to hist and top, not serve")
 	add("serve", "--collector.bpf.ttl=0s", "--collector.bpf.ttl 0s: must be 1s to 24h0m0s")
@@ -109,6 +110,7 @@ func TestBadFlags(t *testing.T) {
 	add("dump", "--collector.bpf", "--collector.bpf applies to serve, not dump")
 	cases = append(cases,
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--otlp.metrics.interval=1ms"}, "--otlp.metrics.interval 1ms: must be"},
+		tc{[]string{"--programs=timers", "--otlp.profiles", "--otlp.profiles.interval=1ms"}, "--otlp.profiles.interval 1ms: must be"},
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--config.check"}, "--otlp.metrics applies to serve only, not --config.check"},
 		tc{[]string{"--config.dir=" + file, "--config.names=mine"}, `--config.dir "` + file + `": not a directory`},
 	)
@@ -124,6 +126,7 @@ func TestBadFlags(t *testing.T) {
 	add("dump", "--config.check", "--config.check applies to serve, not dump")
 	add("dump", "--config.strict", "--config.strict applies to serve, not dump")
 	add("dump", "--otlp.metrics", "--otlp.metrics applies to serve, not dump")
+	add("dump", "--otlp.profiles", "--otlp.profiles applies to serve, not dump")
 	add("dump", "--bpf.cpu-budget=0.1", "--bpf.cpu-budget applies to serve, not dump")
 	add("dump", "--count=1", "--count applies to hist and top, not dump")
 	// hist and top

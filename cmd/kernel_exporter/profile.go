@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,9 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/profile"
+	"github.com/kernel-exporter/kernel_exporter/profile/otlpprofile"
+	"github.com/kernel-exporter/kernel_exporter/profile/symbolize"
+	"github.com/kernel-exporter/kernel_exporter/ui"
 )
 
 // profileCaps are the capabilities serve keeps with --profile.enable:
@@ -147,14 +151,22 @@ type profileServeFlags struct {
 	enable    bool
 	frequency int
 	maxHTTP   time.Duration
+	// --otlp.profiles: push CPU profiles over OTLP.
+	otlp        bool
+	otlpEvery   time.Duration
+	otlpTimeout time.Duration
+	otlpSet     [2]bool
 }
 
 // addProfileServeFlags declares serve's --profile.* flags on c.
 func addProfileServeFlags(c *kingpin.CmdClause) *profileServeFlags {
 	p := &profileServeFlags{}
-	c.Flag("profile.enable", "Serve CPU and off-CPU profiles on "+profile.PathCPU+" and "+profile.PathOffCPU+" (pprof, or ?format=folded), behind the web config's TLS and authentication. Stacks show what runs on the host: off by default. Keeps the capabilities profiling needs ("+profileCaps+").").BoolVar(&p.enable)
+	c.Flag("profile.enable", "Serve CPU and off-CPU profiles on "+profile.PathCPU+" and "+profile.PathOffCPU+" (pprof, or ?format=folded) and their flame graphs on "+ui.ProfilePath+", behind the web config's TLS and authentication. Stacks show what runs on the host: off by default. Keeps the capabilities profiling needs ("+profileCaps+").").BoolVar(&p.enable)
 	c.Flag("profile.frequency", fmt.Sprintf("Default sampling frequency of %s, per CPU (1 to %d).", profile.PathCPU, profile.MaxFrequency)).Default(fmt.Sprint(profile.DefaultFrequency)).IntVar(&p.frequency)
 	c.Flag("profile.max-duration", fmt.Sprintf("Longest profile /profile/* takes (?seconds=), 1s to %v.", profile.MaxDuration)).Default(profile.DefaultMaxHTTPDuration.String()).DurationVar(&p.maxHTTP)
+	c.Flag("otlp.profiles", "Also push host-wide CPU profiles (at --profile.frequency) over OTLP profiles (development signal: the Collector needs --feature-gates=service.profilesSupport), one per --otlp.profiles.interval, to the endpoint, protocol (grpc or http/protobuf) and headers of the OTEL_EXPORTER_OTLP_[PROFILES_]* variables (docs/profiles.md). Keeps the capabilities profiling needs ("+profileCaps+").").BoolVar(&p.otlp)
+	c.Flag("otlp.profiles.interval", fmt.Sprintf("Length of each profile pushed, %v to %v.", otlpprofile.MinInterval, otlpprofile.MaxInterval)).Default(otlpprofile.DefaultInterval.String()).IsSetByUser(&p.otlpSet[0]).DurationVar(&p.otlpEvery)
+	c.Flag("otlp.profiles.timeout", "Time one OTLP profile push may take.").Default("10s").IsSetByUser(&p.otlpSet[1]).DurationVar(&p.otlpTimeout)
 	return p
 }
 
@@ -165,10 +177,44 @@ func (p *profileServeFlags) check() error {
 	if p.maxHTTP < time.Second || p.maxHTTP > profile.MaxDuration {
 		return fmt.Errorf("--profile.max-duration %v: must be 1s to %v", p.maxHTTP, profile.MaxDuration)
 	}
+	if !p.otlp && (p.otlpSet[0] || p.otlpSet[1]) {
+		return errors.New("--otlp.profiles.interval and --otlp.profiles.timeout apply with --otlp.profiles only")
+	}
+	if p.otlpEvery < otlpprofile.MinInterval || p.otlpEvery > otlpprofile.MaxInterval {
+		return fmt.Errorf("--otlp.profiles.interval %v: must be %v to %v", p.otlpEvery, otlpprofile.MinInterval, otlpprofile.MaxInterval)
+	}
+	if p.otlpTimeout <= 0 {
+		return fmt.Errorf("--otlp.profiles.timeout %v: must be positive", p.otlpTimeout)
+	}
 	return nil
 }
 
-// serve returns the /profile/ routes (nil without --profile.enable), the
+// pushOTLP starts --otlp.profiles' sender (nothing without the flag) and
+// returns the capabilities to keep; its error names the variable at fault.
+func (p *profileServeFlags) pushOTLP(ctx context.Context, ledger *budget.Ledger, version string, log *slog.Logger) (loader.CapSet, error) {
+	if !p.otlp {
+		return 0, nil
+	}
+	s, err := otlpprofile.NewSender(version)
+	if err != nil {
+		return 0, fmt.Errorf("--otlp.profiles: %w", err)
+	}
+	o := profile.Options{Kind: profile.CPU, Duration: p.otlpEvery, Frequency: p.frequency, Ledger: ledger, Logger: log,
+		Symbolizer: symbolize.New(symbolize.Options{Logger: log})}
+	log.Info("otlp profiles", "to", s.String(), "interval", p.otlpEvery, "frequency", p.frequency)
+	go func() {
+		defer s.Close()
+		s.Run(ctx, o, p.otlpTimeout, log)
+	}()
+	caps, _, err := loader.ParseKeep(profileCaps)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return caps, nil
+}
+
+// serve returns the /profile/ routes and the flame graph page (nil without
+// --profile.enable), the
 // CPU budget target t extended with the profiles' programs, and the
 // capabilities to keep.
 func (p *profileServeFlags) serve(ledger *budget.Ledger, t budget.Target, log *slog.Logger) (map[string]http.Handler, budget.Target, loader.CapSet) {
@@ -193,5 +239,7 @@ func (p *profileServeFlags) serve(ledger *budget.Ledger, t budget.Target, log *s
 	if err != nil {
 		panic(err) // a constant
 	}
-	return h.Routes(), t, caps
+	routes := h.Routes()
+	routes[ui.ProfilePath] = ui.ProfileHandler() // the flame graph page
+	return routes, t, caps
 }

@@ -226,6 +226,11 @@ func (f *serveFlags) run(e *env) int {
 	profRoutes, cpuTarget, profCaps := f.prof.serve(exp.Memory, budget.Target{Configs: budget.StatusConfigs(exp.Status), Reattach: exp.Reattach,
 		Detach: func(c, reason string) { _ = exp.Detach(c, budget.ResourceCPU, reason) }}, log)
 	f.load.keep |= profCaps
+	otlpCaps, err := f.prof.pushOTLP(ctx, exp.Memory, version.Version, log)
+	if err != nil {
+		return e.flagError(err)
+	}
+	f.load.keep |= otlpCaps
 	cpu := budget.NewCPU(cpuOpts, cpuTarget)
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, f.web, web.Options{Handlers: profRoutes,
 		MetricsPath: f.metricsPath, MaxRequests: f.maxRequests, MaxConnections: f.maxConns,

@@ -92,7 +92,8 @@ func start(dir, bin string) (*Collector, error) {
 	}
 	// stdout carries only the debug exporter's output (use_internal_logger
 	// false); the collector's own log goes to collector.log.
-	c.proc, err = testbin.StartProc("otelcol", c.out, bin, "--config", "file:"+cfg)
+	// Profiles are a development signal: the gate lets the pipeline start.
+	c.proc, err = testbin.StartProc("otelcol", c.out, bin, "--config", "file:"+cfg, "--feature-gates=service.profilesSupport")
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func start(dir, bin string) (*Collector, error) {
 }
 
 // config is the collector's configuration: OTLP in on the two ports, every
-// signal to the debug exporter at verbosity detailed written straight to
+// signal (profiles too) to the debug exporter at verbosity detailed written straight to
 // stdout, no telemetry endpoint of its own (it would take a fixed port).
 func config(grpcPort, httpPort int, logPath string) string {
 	return fmt.Sprintf(`receivers:
@@ -148,6 +149,9 @@ service:
       receivers: [otlp]
       exporters: [debug]
     logs:
+      receivers: [otlp]
+      exporters: [debug]
+    profiles:
       receivers: [otlp]
       exporters: [debug]
 `, grpcPort, httpPort, logPath, logPath)
