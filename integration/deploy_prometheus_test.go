@@ -190,6 +190,7 @@ func TestDeployExprsReturnData(t *testing.T) {
 // deployNoEventMatch does the same by a part of the expression.
 var deployNoEventMatch = map[string]string{
 	`comm="nginx"`: "no process named nginx runs in the test",
+	`kernel_cpu_profile_samples_total{function="tcp_write_timer"}`: "cpu_profile samples at 19 Hz per CPU and tcp_write_timer runs for microseconds at a time: a sample lands in it only on a host busy with TCP timers",
 }
 
 // noEventReason says why x need not return data although its programs are
