@@ -226,17 +226,30 @@ test-kernels: test-deps
 #                        softirqs -d, syscount, biolatency -D) on the same
 #                        events, in both attach orders, BCC_RUNS times,
 #                        with a minimal program per hook as the floor
+#   make bench-memory    peak resident memory (VmHWM), Go heap peak and first
+#                        against later scrape time of the built binary with a
+#                        100k and a 1M-key map, every scrape checked for every
+#                        key and the exact sum; beside the reference exporter
+#                        when REF_EXPORTER names its binary
+#   make bench-idle      resident memory after a few scrapes and CPU time of
+#                        the built binary with the default programs, idle
+#                        (no scrapes) for IDLE_SECONDS
 #
 # BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
 # OVERHEAD_SECONDS (default 10) is how long the workload runs (also per
-# attach order in bench-bcc).
+# attach order in bench-bcc); MEMORY_KEYS (default 100000,1000000) the map
+# sizes of bench-memory, MEMORY_COUNT (default 1) its runs.
 # ---------------------------------------------------------------------------
 
 BENCH_TIME       ?= 5x
 OVERHEAD_SECONDS ?= 10
 BCC_RUNS         ?= 3
+MEMORY_KEYS      ?= 100000,1000000
+MEMORY_COUNT     ?= 1
+IDLE_SECONDS     ?= 300
+REF_EXPORTER     ?=
 
-.PHONY: bench bench-overhead bench-budget bench-profile bench-bcc
+.PHONY: bench bench-overhead bench-budget bench-profile bench-bcc bench-memory bench-idle
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
@@ -254,6 +267,13 @@ bench-bcc:
 bench-budget:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench SamplingCost -benchtime 1x -timeout 10m ./budget/
 	KE_BUDGET_SECONDS=$(OVERHEAD_SECONDS) CGO_ENABLED=0 $(GO) test -run '^$$' -bench BundledCPU -benchtime 1x -timeout 30m ./budget/
+
+bench-memory: build
+	BINARY=$(CURDIR)/$(BINARY) REF_EXPORTER=$(REF_EXPORTER) KEYS=$(MEMORY_KEYS) COUNT=$(MEMORY_COUNT) GO=$(GO) tools/bench-memory.sh
+
+bench-idle: build
+	KERNEL_EXPORTER_BINARY=$(CURDIR)/$(BINARY) KE_IDLE_SECONDS=$(IDLE_SECONDS) CGO_ENABLED=0 \
+		$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 60m ./integration/
 
 # ---------------------------------------------------------------------------
 # End of benchmarks section

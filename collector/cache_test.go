@@ -3,11 +3,14 @@
 package collector
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,8 +99,8 @@ func TestCacheFollowsMap(t *testing.T) {
 		t.Fatalf("first read: %v", vals)
 	}
 	rs := &c.metrics[0].rs
-	if rs.index.len() != 10 || len(rs.groups) != 10 {
-		t.Fatalf("cache after first read: %d keys, %d series, want 10 and 10", rs.index.len(), len(rs.groups))
+	if rs.index.len() != 10 || rs.cached != 10 {
+		t.Fatalf("cache after first read: %d keys, %d series, want 10 and 10", rs.index.len(), rs.cached)
 	}
 	for dev := uint32(0); dev < 8; dev++ {
 		if err := m.Delete(key(1, dev)); err != nil {
@@ -109,8 +112,8 @@ func TestCacheFollowsMap(t *testing.T) {
 	if !sameValues(vals, want) {
 		t.Errorf("after delete: %v, want %v", vals, want)
 	}
-	if rs.index.len() != 2 || len(rs.groups) != 2 {
-		t.Errorf("cache after delete: %d keys, %d series, want 2 and 2", rs.index.len(), len(rs.groups))
+	if rs.index.len() != 2 || rs.cached != 2 {
+		t.Errorf("cache after delete: %d keys, %d series, want 2 and 2", rs.index.len(), rs.cached)
 	}
 }
 
@@ -362,12 +365,162 @@ func TestCompact(t *testing.T) {
 	}
 	got, _, _ := counters(t, c)
 	rs := &c.metrics[0].rs
-	if len(got) != 100 || rs.index.len() != 100 || len(rs.entries) != 100 || rs.peak != 100 {
-		t.Fatalf("after shrink: %d series, %d keys, %d entries, peak %d", len(got), rs.index.len(), len(rs.entries), rs.peak)
+	if len(got) != 100 || rs.index.len() != 100 || len(rs.esid) != 100 || rs.peak != 100 {
+		t.Fatalf("after shrink: %d series, %d keys, %d entries, peak %d", len(got), rs.index.len(), len(rs.esid), rs.peak)
 	}
 	put(t, m, key(1, 1), 5)
 	got, _, _ = counters(t, c)
 	if len(got) != 101 || got["dev=1,op=read"] != 5 || got["dev=99,op=write"] != 1 {
 		t.Fatalf("after compact: %d series, %v %v", len(got), got["dev=1,op=read"], got["dev=99,op=write"])
+	}
+}
+
+// listSource hands a read its entries as listed, duplicates included (the
+// per-key iteration lists keys again when it starts over).
+type listSource struct{ keys [][]byte }
+
+func (s listSource) eachRaw(fn func(key, val []byte)) (int, error) {
+	for i, k := range s.keys {
+		fn(k, binary.NativeEndian.AppendUint64(nil, uint64(i+1)))
+	}
+	return len(s.keys), nil
+}
+
+// TestDuplicateKeys reads a key listed twice, in the first read (whose
+// keys are indexed at its end, see readState.settle) and in the next:
+// its values add up in one series, never in two series with one label
+// set, for an injective metric (a series per key) and for another.
+func TestDuplicateKeys(t *testing.T) {
+	const pairYAML = `metrics:
+  counters:
+    - name: ops_total
+      help: ops
+      labels:
+        - {name: op, size: 4, decoders: [{name: uint}]}
+        - {name: dev, size: 4, decoders: [{name: uint}]}
+`
+	for _, tc := range []struct {
+		name, yaml, k1, k2 string
+	}{
+		{"injective", pairYAML, "dev=7,op=1", "dev=8,op=2"},
+		{"static_map", counterYAML, "dev=7,op=read", "dev=8,op=write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := cacheFixture(t, tc.yaml, 100, opsSpec)
+			if inj := c.metrics[0].rs.injective; inj != (tc.name == "injective") {
+				t.Fatalf("injective = %v", inj)
+			}
+			// Values 1, 2, 3, 4: key(1, 7) has 1 + 3.
+			c.reads[0].reader = listSource{[][]byte{key(1, 7), key(2, 8), key(1, 7), key(3, 9)}}
+			want := map[string]float64{tc.k1: 4, tc.k2: 2, "dev=9,op=3": 4}
+			if tc.name != "injective" {
+				want = map[string]float64{tc.k1: 4, tc.k2: 2, "dev=9,op=read": 4}
+			}
+			for read := 1; read <= 2; read++ {
+				snap := c.Read()
+				f := snap.Families[0]
+				got := map[string]float64{}
+				for i := range f.Len() {
+					v := f.LabelValues(i)
+					k := "dev=" + v[1] + ",op=" + v[0]
+					if _, dup := got[k]; dup {
+						t.Fatalf("read %d: two series %s", read, k)
+					}
+					got[k] = f.Value(i)
+				}
+				if !sameValues(got, want) {
+					t.Errorf("read %d: %v, want %v", read, got, want)
+				}
+				if n := c.metrics[0].rs.index.len(); n != 3 {
+					t.Errorf("read %d: %d keys cached, want 3", read, n)
+				}
+			}
+		})
+	}
+}
+
+// TestLongLabelValues reads label values of 127, 128 and 300 bytes, whose
+// lengths take one and two bytes in the label set's record.
+func TestLongLabelValues(t *testing.T) {
+	names := map[uint32]string{1: strings.Repeat("a", 127), 2: strings.Repeat("b", 128), 3: strings.Repeat("c", 300)}
+	y := opsYAML + fmt.Sprintf(`            - name: static_map
+              static_map: {1: %s, 2: %s, 3: %s}
+        - {name: dev, size: 4, decoders: [{name: uint}]}
+`, names[1], names[2], names[3])
+	c, m := cacheFixture(t, y, 100, opsSpec)
+	for op := uint32(1); op <= 3; op++ {
+		put(t, m, key(op, 1000+op), uint64(op))
+	}
+	for read := 1; read <= 2; read++ {
+		f := c.Read().Families[0]
+		if f.Len() != 3 {
+			t.Fatalf("read %d: %d series, want 3", read, f.Len())
+		}
+		for i := range f.Len() {
+			v := f.LabelValues(i)
+			op := uint32(f.Value(i))
+			if v[0] != names[op] || v[1] != fmt.Sprint(1000+op) {
+				t.Errorf("read %d: series %d has labels of %d and %q, want %d bytes and %d", read, i, len(v[0]), v[1], len(names[op]), 1000+op)
+			}
+		}
+	}
+}
+
+// TestOffHeapSlabs reads a map large enough for the read state's slabs to
+// be mapped outside the Go heap (offheap.go), shrinks it (the slabs are
+// rebuilt and the old mappings unmapped), grows it again, and checks the
+// sums at every step and that the mappings go once the config is
+// collected.
+func TestOffHeapSlabs(t *testing.T) {
+	const n = 40000
+	spec := &ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 8, ValueSize: 8, MaxEntries: n}
+	y := strings.Replace(counterYAML, "      help: ops\n", "      help: ops\n      max_series: 50000\n", 1)
+	c, m := cacheFixture(t, y, n, spec)
+	keys := make([][8]byte, n)
+	vals := make([]uint64, n)
+	for i := range keys {
+		copy(keys[i][:], key(2, uint32(i)))
+		vals[i] = uint64(i)
+	}
+	if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, want int) {
+		t.Helper()
+		got, _, _ := counters(t, c)
+		if len(got) != want {
+			t.Fatalf("%s: %d series, want %d", step, len(got), want)
+		}
+		for i := range want {
+			if v := got[fmt.Sprintf("dev=%d,op=write", i)]; v != float64(i) {
+				t.Fatalf("%s: dev %d = %v, want %d", step, i, v, i)
+			}
+		}
+	}
+	check("first read", n)
+	check("second read", n)
+	rs := &c.metrics[0].rs
+	mapped := len(rs.off.maps)
+	if mapped == 0 {
+		t.Fatal("no slab mapped outside the heap")
+	}
+	if _, err := m.BatchDelete(keys[100:], nil); err != nil {
+		t.Fatal(err)
+	}
+	check("after the shrink", 100)
+	if len(rs.off.maps) >= mapped {
+		t.Errorf("%d mappings after the rebuild, %d before: want fewer", len(rs.off.maps), mapped)
+	}
+	if _, err := m.BatchUpdate(keys[100:], vals[100:], nil); err != nil {
+		t.Fatal(err)
+	}
+	check("grown again", n)
+	off := rs.off
+	c, rs = nil, nil
+	for deadline := time.Now().Add(5 * time.Second); len(off.maps) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d mappings left 5 s after the config was dropped", len(off.maps))
+		}
+		runtime.GC()
 	}
 }

@@ -5,6 +5,7 @@ package collector
 import (
 	"cmp"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,8 +151,10 @@ func New(plan *Plan, coll *ebpf.Collection, lim Limits) (*Config, error) {
 		if mp.Histogram {
 			met.native = nativeLayout(rs.upper)
 		}
+		freeWith(met)
 		if mp.TTL > 0 {
 			met.exp = newExpiry(mp.TTL, r, met.valueSum, mp.Kind == KindGauge)
+			met.rs.ttl = true
 		}
 		c.metrics = append(c.metrics, met)
 	}
@@ -240,7 +243,7 @@ func (c *Config) read() *Snapshot {
 		entries += n
 		if m := ms[0]; m.perf != nil && err == nil {
 			if k := m.perf.overflow(); k > 0 {
-				m.rs.overflowSeries().value += k
+				m.rs.value[m.rs.overflowSeries()] += k
 				m.rs.dropped++
 			}
 		}
@@ -254,11 +257,13 @@ func (c *Config) read() *Snapshot {
 			if err != nil {
 				c.counted[i] = -1
 				f.Err = err
+				m.rs.settle()
 				m.end(false)
 			} else {
 				if m.exp != nil {
 					m.exp.eachCarried(m.rs.gen, m.addSeen)
 				}
+				m.rs.settle()
 				if m.Histogram {
 					m.emitHistograms(f)
 				} else {
@@ -280,6 +285,10 @@ func (c *Config) read() *Snapshot {
 	return snap
 }
 
+// freeWith unmaps the slabs of m's read state once m is collected (see
+// offheap.go).
+func freeWith(m *metric) { runtime.AddCleanup(m, (*offHeap).free, m.rs.off) }
+
 // addSeen adds value v of key through expiry: v plus the key's carry, and
 // the key's idle state updated (see expire.go). Expiry also hands it the
 // keys it carries that the read did not find in the map, with v 0.
@@ -290,7 +299,8 @@ func (m *metric) addSeen(key []byte, v uint64) {
 }
 
 // end finishes a read: that of the decode cache (see series.go) and, after
-// a complete read (ok) of a metric with a ttl, expiry.
+// a complete read (ok) of a metric with a ttl, expiry. Then it rebuilds
+// the cache if it holds mostly dead rows.
 func (m *metric) end(ok bool) {
 	m.endCache(ok)
 	if ok && m.exp != nil {
@@ -298,6 +308,7 @@ func (m *metric) end(ok bool) {
 			m.expired.Add(uint64(n))
 		}
 	}
+	m.rs.compactIfSparse()
 }
 
 // noteOverflow records the entries that the read added to the overflow

@@ -110,9 +110,9 @@ type idleKey struct {
 	last  uint64 // the key's value in the last read (map value + carry)
 	carry uint64 // value of deleted elements still counted
 	since time.Duration
-	seen  uint64  // readState.gen of the last read that saw the key
-	pos   int32   // index in the order of that read
-	s     *series // its series in that read; nil when none is exported
+	seen  uint64 // readState.gen of the last read that saw the key
+	pos   int32  // index in the order of that read
+	s     int32  // its series in that read; noSeries when none is exported
 }
 
 func newExpiry(ttl time.Duration, r *mapReader, sum func([]byte) uint64, noCarry bool) *expiry {
@@ -165,7 +165,7 @@ func (x *expiry) find(key []byte) int32 {
 }
 
 func (x *expiry) add(key []byte) int32 {
-	e := idleKey{key: bytes.Clone(key)}
+	e := idleKey{key: bytes.Clone(key), s: noSeries}
 	var i int32
 	if n := len(x.free); n > 0 {
 		i = x.free[n-1]
@@ -184,7 +184,7 @@ func (x *expiry) release(i int32) {
 	if x.ents[i].carry != 0 {
 		x.carried = slices.DeleteFunc(x.carried, func(j int32) bool { return j == i })
 	}
-	x.ents[i] = idleKey{}
+	x.ents[i] = idleKey{s: noSeries}
 	x.free = append(x.free, i)
 }
 
@@ -202,7 +202,8 @@ func (x *expiry) eachCarried(gen uint64, add func(key []byte, v uint64)) {
 // deletes the idle keys of idle series from the map. It returns the number
 // of series that expired (exported series whose keys were all deleted).
 func (m *metric) expire() int {
-	x, gen := m.exp, m.rs.gen
+	x, gen, rs := m.exp, m.rs.gen, &m.rs
+	busy := func(s int32) bool { return s >= 0 && rs.busy[s] == uint32(gen) }
 	defer x.compact()
 	if x.index.len() > x.seen {
 		x.index.sweep(func(i int32) bool {
@@ -221,8 +222,8 @@ func (m *metric) expire() int {
 			continue
 		}
 		if x.now-e.since < x.ttl {
-			if e.s != nil {
-				e.s.busy = gen
+			if e.s >= 0 {
+				rs.busy[e.s] = uint32(gen)
 			}
 			continue
 		}
@@ -234,30 +235,30 @@ func (m *metric) expire() int {
 	var dels []int32
 	for i := range x.ents {
 		e := &x.ents[i]
-		if e.key == nil || x.now-e.since < x.ttl || (e.s != nil && e.s.busy == gen) {
+		if e.key == nil || x.now-e.since < x.ttl || busy(e.s) {
 			continue
 		}
 		if x.delete(m, int32(i)) == delDone {
 			dels = append(dels, int32(i))
-		} else if e.s != nil {
-			e.s.busy = gen // carried or kept: the series stays
+		} else if e.s >= 0 {
+			rs.busy[e.s] = uint32(gen) // carried or kept: the series stays
 		}
 	}
 	if len(dels) == 0 {
 		return 0
 	}
 	n := 0
-	counted := map[*series]bool{}
+	counted := map[int32]bool{}
 	for _, i := range dels {
 		e := &x.ents[i]
-		if e.s != nil && e.s.busy == gen && !x.noCarry {
+		if busy(e.s) && !x.noCarry {
 			// Another key of the series stays (it moved at the last
 			// moment): keep this one's value too, or the series would
 			// go down.
 			x.carry(i, e.last)
 			continue
 		}
-		if e.s != nil && !e.s.dropped && !counted[e.s] {
+		if e.s >= 0 && rs.sflag[e.s]&sDropped == 0 && !counted[e.s] {
 			counted[e.s] = true
 			n++
 		}

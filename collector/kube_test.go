@@ -53,7 +53,7 @@ func TestKubeLabelsNotSettled(t *testing.T) {
 	cs := fake.NewClientset()
 	env := decoder.NewEnv(100)
 	env.ProcRoot = proc
-	env.Kube = &kube.Options{ListWatch: kubefake.ListWatch(cs, "node-a"), NodeName: "node-a"}
+	env.Kube = &kube.Options{Source: kubefake.Source(cs, "node-a"), NodeName: "node-a"}
 	t.Cleanup(env.Close)
 	const yaml = `metrics:
   counters:

@@ -83,7 +83,7 @@ func (m *metric) entrySlots(key, val []byte) {
 		if !nonzero {
 			return
 		}
-		if s := m.series(key); s != nil {
+		if s := m.series(key); s >= 0 {
 			for i, v := range slots {
 				if v != 0 {
 					m.addSlot(s, uint64(i), v)
@@ -100,7 +100,7 @@ func (m *metric) entrySlots(key, val []byte) {
 		}
 		nativeEndian.PutUint32(k, uint32(c))
 		s := m.series(k)
-		if s == nil {
+		if s < 0 {
 			continue
 		}
 		for i := 0; i < m.ValueSlots; i++ {
@@ -136,11 +136,11 @@ func allZero(b []byte) bool {
 // its series.
 func (m *metric) add(key []byte, v uint64) {
 	s := m.series(key)
-	if s == nil {
+	if s < 0 {
 		return
 	}
 	if !m.Histogram {
-		s.value += v
+		m.rs.value[s] += v
 		return
 	}
 	m.addSlot(s, readUint(key[m.BucketOff:m.BucketOff+m.BucketSize]), v)
@@ -148,16 +148,17 @@ func (m *metric) add(key []byte, v uint64) {
 
 // addSlot adds count v of slot to histogram series s (the sum slot's v to
 // its sum).
-func (m *metric) addSlot(s *series, slot, v uint64) {
+func (m *metric) addSlot(s int32, slot, v uint64) {
+	rs := &m.rs
 	switch i := m.Buckets.Slot(slot); {
 	case i == -2:
-		s.sum += v
+		rs.sum[s] += v
 	case i >= 0:
-		s.perBucket[i] += v
-		s.count += v
+		rs.bk[int(s)*rs.nb+i] += v
+		rs.value[s] += v
 	case i == -3: // left out (Buckets.LeaveOut)
 	default:
-		s.count += v // only in +Inf
+		rs.value[s] += v // only in +Inf
 	}
 }
 

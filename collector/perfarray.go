@@ -294,7 +294,7 @@ func (c *Config) newPerfMetric(mp *MetricPlan, m *ebpf.Map, lim Limits) (*metric
 	if err != nil {
 		return nil, fmt.Errorf("perf event array %s: open its ring buffers: %w", mp.MapName, err)
 	}
-	return &metric{
+	met := &metric{
 		MetricPlan: mp,
 		desc:       prometheus.NewDesc(mp.Name, mp.Help, rs.names, nil),
 		rs:         rs,
@@ -302,7 +302,9 @@ func (c *Config) newPerfMetric(mp *MetricPlan, m *ebpf.Map, lim Limits) (*metric
 		ncpu:       1,
 		cpuSize:    8,
 		perf:       t,
-	}, nil
+	}
+	freeWith(met)
+	return met, nil
 }
 
 // Close stops the readers of the config's perf_event_array counters and

@@ -4,62 +4,53 @@ package collector
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/maphash"
+	"slices"
 
 	"github.com/kernel-exporter/kernel_exporter/decoder"
 )
 
-// The per-entry work of a read is finding the key's cached *series and
+// The per-entry work of a read is finding the key's cached series and
 // adding the value to it in place. The key's bytes (without the bucket
 // field) are compared with the key at the same place in the last read,
-// which usually matches (see readState.lastKeys); otherwise one hash lookup
+// which usually matches (see readState.lastIdx); otherwise one hash lookup
 // finds it. Keys that decode to the same label set share one series, so
-// summing them needs no second lookup. A series carries its label pairs,
-// built once, and the metrics a read emits point at them: a steady-state
-// read allocates nothing per entry, only a few slabs per metric.
+// summing them needs no second lookup. A series' label set is built once,
+// into the metric's label arena (labels.go), and the Family a read returns
+// copies only its reference: a steady-state read allocates nothing per
+// entry, only a few slabs per metric.
 //
-// A read hands its active series to the Family it returns (see emit*):
-// their label values are immutable, and the totals the Family serves are
-// copied into its slabs, so a later read never changes a Snapshot.
+// Keys and series are not Go objects but rows of slabs (struct of arrays)
+// indexed by int32, found through idTables: a million keys cost a few
+// tens of megabytes of memory that the Go GC does not scan, instead of a
+// million small objects with pointers. An entry of the key cache is its
+// key's bytes, its series, and the read that last saw it and where; a
+// series is its label set's reference, its totals for the read in flight,
+// the read that last touched them and its flags.
 //
 // Everything here is touched only by the read in flight; reads of one
 // config never overlap (see Config.Collect), so there are no locks.
 
-// series is one decoded label set of a metric (without the bucket label),
-// and its running totals for the read in flight.
-type series struct {
-	// Set when the series is built, then read-only: the snapshots a read
-	// returns point here, and scrapes may still write them out while a
-	// later read updates the totals below.
-	values []string // label values, in key order: substrings of one string
+// What series returns, and what a cache entry holds, for a key no series
+// exports: -1 (noSeries) drops the entry; a cache entry holds skipSeries
+// for a key a decoder skipped (ErrSkip) and failedSeries(i) for one the
+// decoder decErrs[i] failed on. They are never aggregated or changed.
+const (
+	noSeries   int32 = -1
+	skipSeries int32 = -2
+)
 
-	gen       uint64 // the read that last touched the fields below
-	dropped   bool   // over max_series in read gen: its entries go to the overflow series
-	inGroups  bool   // held by readState.groups
-	value     uint64 // counter total
-	count     uint64 // histogram: observations, including those above the last bucket
-	sum       uint64 // histogram: raw sum, in bucket units
-	perBucket []uint64
+func failedSeries(i int) int32 { return -3 - int32(i) }
 
-	failed int // sentinels of failed keys: 1 + index in readState.decErrs
-
-	// busy is the read in which a key of the series moved within its
-	// metric's ttl, or stayed in the exporter (see expire.go).
-	busy uint64
-}
-
-// skipSeries stands for keys that a decoder skipped (ErrSkip), and
-// readState.bad for keys that a decoder failed on (one per decoder name).
-// They are never aggregated or changed.
-var skipSeries = &series{}
-
-// keyEntry is a cached key: its series, the last read that saw the key, and
-// where in that read.
-type keyEntry struct {
-	s    *series
-	seen uint64
-	pos  int32
-}
+// Flags of a series.
+const (
+	sLive    uint8 = 1 << iota // in use (else on the free list)
+	sCached                    // has a cached key: kept across reads while a read touches it
+	sDropped                   // over max_series in the read that last touched it
+	sIndexed                   // in readState.sets
+)
 
 // readState is a metric's decoding and aggregation state. The cache holds
 // only what the last complete read saw: a key gone from the BPF map is
@@ -67,36 +58,79 @@ type keyEntry struct {
 // cgroups that come and go do not accumulate), and it never holds more than
 // limit keys. Keys that do not fit are decoded at every read.
 type readState struct {
-	limit      int
-	index      keyIndex   // map key bytes (labels part) → entries index
-	entries    []keyEntry // unused slots are listed in free
-	free       []int32
-	groups     map[string]*series // label values joined by 0xff → series of cached keys
-	overflow   map[string]*series // same, for series of uncached keys; this read only
-	peak       int                // largest len(index) since the maps were last rebuilt
-	active     []*series          // series exported by this read, in first-seen order
-	lastActive int                // len(active) at the end of the last read
-	gen        uint64
-	seen       int     // cached keys seen by this read
-	touched    int     // series of groups touched by this read
-	dropped    int     // entries added to the overflow series in this read
-	over       *series // the overflow series; built at first use
+	limit int
+	seed  maphash.Seed
+	off   *offHeap // where the slabs below live once large (offheap.go)
+
+	// The key cache. Entry e is the key keys[e*kl:(e+1)*kl] (the key
+	// without its bucket field), its series esid[e] (noSeries: a free
+	// entry, listed in efree), the read that last saw it and where in
+	// that read.
+	kl    int
+	keys  []byte
+	esid  []int32
+	eseen []uint32
+	epos  []int32
+	efree []int32
+	index idTable // key → entry
+	peak  int     // largest index.len() since the slabs were last rebuilt
+	// A read that starts with an empty cache (the first one) knows that
+	// every key is new: it neither looks keys up nor indexes them while
+	// it runs (deferred; pending counts its new entries), and settle
+	// indexes them all at its end, region by region of the table rather
+	// than at random, which is most of what a first read costs beyond a
+	// later one. Not for histograms, whose bucket keys share their key
+	// without the bucket, nor with a ttl (expiry keeps series numbers).
+	deferred bool
+	pending  int
+
+	// The series. Series s has the label set ref[s] in arena, its totals
+	// for the read sgen[s] (value: a counter's total, a histogram's
+	// observations including those above the last bucket; sum: a
+	// histogram's raw sum in bucket units; bk[s*nb:(s+1)*nb]: its
+	// buckets) and flags sflag[s]. busy (ttl only, see expire.go) is the
+	// read in which a key of the series moved within the ttl.
+	arena    labelArena
+	ref      []labelRef
+	sgen     []uint32
+	sflag    []uint8
+	value    []uint64
+	sum      []uint64
+	bk       []uint64
+	busy     []uint32
+	sfree    []int32
+	sets     idTable // label set → series (sIndexed), see injective
+	cached   int     // series with sCached
+	uncached []int32 // series made by this read for uncached keys
+	over     int32   // the overflow series; noSeries until first used
+	ttl      bool    // keep busy
+	// injective: the labels cover the key (without its bucket field) and
+	// every chain gives distinct bytes distinct values (uint, hex): two
+	// keys have the same label set only if they are the same key. The
+	// series of a cached key then needs no lookup in sets (the key cache
+	// finds it) and is not indexed there; that saves a random access per
+	// new key, most of the first read's extra cost.
+	injective bool
+
+	active  []int32 // series exported by this read, in first-seen order
+	gen     uint64
+	seen    int // cached keys seen by this read
+	touched int // cached series touched by this read
+	dropped int // entries added to the overflow series in this read
 	// keySeries is the series of the key last given to series, even when
-	// that returned the overflow series; nil for keys that no series
+	// that returned the overflow series; noSeries for keys that no series
 	// exports (skipped or failed).
-	keySeries *series
-	buf       []byte
-	ends      []int
+	keySeries int32
+	buf, rec  []byte
 
 	// Batch reads return a hash map's keys in bucket order, which changes
-	// little between reads. The keys of the last read, in order, and their
-	// entries let most entries be matched by comparing bytes with the key
-	// at the same place last time, sequentially, instead of a random
-	// access hash lookup. A key inserted or deleted since costs one lookup,
-	// which also resynchronises the cursor. Entry -1: key not cached.
-	lastKeys, curKeys []byte
-	lastIdx, curIdx   []int32
-	cursor            int
+	// little between reads. The entries of the last read's keys, in
+	// order, let most keys be matched by comparing bytes with the key at
+	// the same place last time, sequentially, instead of a random-access
+	// hash lookup. A key inserted or deleted since costs one lookup, which
+	// also resynchronises the cursor. Entry -1: key not cached.
+	lastIdx, curIdx []int32
+	cursor          int
 
 	names []string  // label names, in key order
 	nb    int       // histogram buckets
@@ -106,32 +140,43 @@ type readState struct {
 	config  string           // for decoder error logs
 	metric  string           // same
 	decErrs []*decoderErrors // per decoder name of the label chains; fixed
-	bad     []*series        // bad[i] stands for keys decErrs[i] failed on
 }
 
 // newReadState builds the read state of a metric of config (the config's
 // name, for decoder error logs and metrics).
 func newReadState(mp *MetricPlan, limit int, config string) readState {
 	rs := readState{
-		config:   config,
-		metric:   mp.Name,
-		limit:    max(limit, 1),
-		groups:   map[string]*series{},
-		overflow: map[string]*series{},
-		names:    make([]string, len(mp.Labels)),
-		nb:       len(mp.Buckets.Upper),
+		config:    config,
+		metric:    mp.Name,
+		limit:     max(limit, 1),
+		seed:      maphash.MakeSeed(),
+		names:     make([]string, len(mp.Labels)),
+		nb:        len(mp.Buckets.Upper),
+		over:      noSeries,
+		keySeries: noSeries,
+		kl:        mp.KeySize,
+		off:       newOffHeap(),
 	}
-	keyLen := mp.KeySize
+	rs.index.h, rs.sets.h = rs.off, rs.off
 	if mp.Histogram {
-		keyLen = mp.BucketOff
+		rs.kl = mp.BucketOff
 	}
-	rs.index = newKeyIndex(keyLen, 0)
+	covered := make([]bool, rs.kl)
+	rs.injective = true
+	for _, l := range mp.Labels {
+		rs.injective = rs.injective && l.Chain.Injective()
+		for b := l.Off; b < l.Off+l.Size && b < rs.kl; b++ {
+			covered[b] = true
+		}
+	}
+	for _, c := range covered {
+		rs.injective = rs.injective && c
+	}
 	for i, l := range mp.Labels {
 		rs.names[i] = l.Name
 		for _, name := range l.Chain.Names() {
 			if rs.decoderIndex(name) < 0 {
 				rs.decErrs = append(rs.decErrs, &decoderErrors{decoder: name})
-				rs.bad = append(rs.bad, &series{failed: len(rs.decErrs)})
 			}
 		}
 	}
@@ -152,9 +197,81 @@ func newReadState(mp *MetricPlan, limit int, config string) readState {
 func (m *metric) begin() {
 	rs := &m.rs
 	rs.gen++
-	rs.active = make([]*series, 0, rs.lastActive)
+	rs.active = rs.active[:0]
 	rs.seen, rs.touched, rs.dropped = 0, 0, 0
-	rs.curKeys, rs.curIdx, rs.cursor = rs.curKeys[:0], rs.curIdx[:0], 0
+	rs.curIdx, rs.cursor = rs.curIdx[:0], 0
+	rs.deferred = rs.index.len() == 0 && !rs.ttl && !m.Histogram
+}
+
+// settle ends the deferred indexing of a read (see readState.deferred):
+// it indexes the entries the read added, and folds into the first one
+// any second entry of a key. A batch read lists a key once, but the
+// per-key iteration starts again from the first key when the key it
+// stands on is deleted. Call it after the read's last entry, before its
+// series are emitted.
+func (rs *readState) settle() {
+	if !rs.deferred {
+		return
+	}
+	rs.deferred = false
+	n := rs.pending
+	rs.pending = 0
+	if n == 0 {
+		return
+	}
+	rs.index.reserve(n)
+	// 32 bits of each key's hash << 32 | its entry, in entry order, then
+	// in the order of the table's regions: both passes read and write
+	// memory in order, and so do the inserts.
+	v := make([]uint64, 0, n)
+	for e, s := range rs.esid {
+		if s != noSeries {
+			h := maphash.Bytes(rs.seed, rs.keys[e*rs.kl:(e+1)*rs.kl])
+			v = append(v, uint64(uint32(h))<<32|uint64(e))
+		}
+	}
+	for _, x := range rs.index.regionSort(v) {
+		e, h := int32(uint32(x)), x>>32
+		if d := rs.index.find(h, func(d int32) bool { return rs.keyIs(d, rs.keys[int(e)*rs.kl:int(e+1)*rs.kl]) }); d >= 0 {
+			rs.mergeDup(d, e)
+			continue
+		}
+		rs.index.insert(h, e)
+	}
+}
+
+// mergeDup folds entry e, a second entry of the key of entry d made by
+// the same deferred read, into d: an injective metric made a series for
+// each, whose totals go to d's (or to the overflow series, where d's
+// went). Other metrics found d's series for both.
+func (rs *readState) mergeDup(d, e int32) {
+	s0, s1 := rs.esid[d], rs.esid[e]
+	if s1 >= 0 && s1 != s0 {
+		if rs.sflag[s1]&sDropped == 0 {
+			if to := s0; to >= 0 {
+				if rs.sflag[to]&sDropped != 0 {
+					to = rs.overflowSeries()
+				}
+				rs.value[to] += rs.value[s1]
+				if rs.nb > 0 {
+					rs.sum[to] += rs.sum[s1]
+					for i, b := range rs.bk[int(s1)*rs.nb : int(s1+1)*rs.nb] {
+						rs.bk[int(to)*rs.nb+i] += b
+					}
+				}
+			}
+			if i := slices.Index(rs.active, s1); i >= 0 {
+				rs.active = slices.Delete(rs.active, i, i+1)
+			}
+		}
+		if rs.sflag[s1]&sCached != 0 {
+			rs.touched--
+		}
+		rs.freeSeries(s1)
+	}
+	rs.esid[e] = noSeries
+	rs.efree = append(rs.efree, e)
+	rs.seen--
 }
 
 // endCache finishes a read of the decode cache. After a complete read (ok),
@@ -162,121 +279,274 @@ func (m *metric) begin() {
 func (m *metric) endCache(ok bool) {
 	rs := &m.rs
 	m.noteOverflow(rs.dropped)
-	clear(rs.overflow)
-	rs.lastActive = len(rs.active)
-	rs.active = nil // handed to the read's Family, or dropped on error
-	rs.lastKeys, rs.curKeys = rs.curKeys, rs.lastKeys
+	for _, s := range rs.uncached {
+		if rs.sflag[s]&sCached == 0 {
+			rs.freeSeries(s)
+		}
+	}
+	rs.uncached = rs.uncached[:0]
 	rs.lastIdx, rs.curIdx = rs.curIdx, rs.lastIdx
 	if !ok {
 		return
 	}
+	gen := uint32(rs.gen)
 	if rs.index.len() > rs.seen {
-		rs.index.sweep(func(i int32) bool {
-			if rs.entries[i].seen == rs.gen {
-				return false
+		for e, s := range rs.esid {
+			if s != noSeries && rs.eseen[e] != gen {
+				rs.freeEntry(int32(e))
 			}
-			rs.entries[i] = keyEntry{}
-			rs.free = append(rs.free, i)
-			return true
-		})
+		}
 	}
-	if len(rs.groups) > rs.touched {
-		for k, s := range rs.groups {
-			if s.gen != rs.gen {
-				s.inGroups = false
-				delete(rs.groups, k)
+	if rs.cached > rs.touched {
+		for s, f := range rs.sflag {
+			if f&sCached != 0 && rs.sgen[s] != gen {
+				rs.freeSeries(int32(s))
 			}
 		}
 	}
 	rs.peak = max(rs.peak, rs.index.len())
-	if rs.peak > 4096 && rs.index.len() < rs.peak/4 {
+}
+
+// compactIfSparse rebuilds the slabs, the tables and the label arena when
+// they hold mostly dead rows: after the BPF map shrank a lot, or after
+// many series came and went (the arena only grows between rebuilds). It
+// renumbers the series: call it at the very end of a read.
+func (rs *readState) compactIfSparse() {
+	sparse := func(live, all int) bool { return all > 4096 && live < all/4 }
+	if sparse(rs.index.len(), rs.peak) || sparse(len(rs.ref)-len(rs.sfree), len(rs.ref)) || sparse(rs.arena.live, rs.arena.used) {
 		rs.compact()
 	}
 }
 
-// compact rebuilds the cache maps after the BPF map shrank a lot: Go maps
-// do not give memory back as keys are deleted.
+// compact rebuilds every slab and table of the read state with only its
+// live rows, in their order.
 func (rs *readState) compact() {
-	entries := make([]keyEntry, 0, rs.index.len())
-	index := rs.index.rebuilt(func(i int32) int32 {
-		entries = append(entries, rs.entries[i])
-		return int32(len(entries) - 1)
-	})
-	groups := make(map[string]*series, len(rs.groups))
-	for k, s := range rs.groups {
-		groups[k] = s
+	// Series first: the entries refer to them.
+	remap := make([]int32, len(rs.ref))
+	old := *rs
+	n := len(rs.ref) - len(rs.sfree)
+	rs.arena = labelArena{}
+	rs.ref, rs.sgen, rs.sflag = makeOff[labelRef](rs.off, n)[:0], makeOff[uint32](rs.off, n)[:0], makeOff[uint8](rs.off, n)[:0]
+	rs.value, rs.sum, rs.bk, rs.busy, rs.sfree = makeOff[uint64](rs.off, n)[:0], nil, nil, nil, nil
+	rs.sets = idTable{h: rs.off}
+	rs.cached = 0
+	for s, f := range old.sflag {
+		remap[s] = noSeries
+		if f&sLive == 0 {
+			continue
+		}
+		rec := record(old.arena.chunks, old.ref[s])
+		ns := rs.newSeries(rec, f)
+		if f&sIndexed != 0 {
+			rs.sets.insert(maphash.Bytes(rs.seed, rec), ns)
+		}
+		remap[s] = ns
+		rs.sgen[ns], rs.value[ns] = old.sgen[s], old.value[s]
+		if rs.nb > 0 {
+			rs.sum[ns] = old.sum[s]
+			copy(rs.bk[int(ns)*rs.nb:], old.bk[s*rs.nb:(s+1)*rs.nb])
+		}
+		if rs.ttl {
+			rs.busy[ns] = old.busy[s]
+		}
 	}
-	rs.index, rs.entries, rs.free, rs.groups = index, entries, nil, groups
-	rs.overflow = map[string]*series{}
-	rs.peak = index.len()
-	rs.lastKeys, rs.curKeys, rs.lastIdx, rs.curIdx = nil, nil, nil, nil
+	if rs.over >= 0 {
+		rs.over = remap[rs.over]
+	}
+	// Then the key cache.
+	n = rs.index.len()
+	rs.keys, rs.esid = makeOff[byte](rs.off, n*rs.kl)[:0], makeOff[int32](rs.off, n)[:0]
+	rs.eseen, rs.epos = makeOff[uint32](rs.off, n)[:0], makeOff[int32](rs.off, n)[:0]
+	rs.efree, rs.index = nil, idTable{h: rs.off}
+	for e, s := range old.esid {
+		if s == noSeries {
+			continue
+		}
+		if s >= 0 {
+			s = remap[s]
+		}
+		k := old.keys[e*rs.kl : (e+1)*rs.kl]
+		rs.newEntry(k, s, old.epos[e])
+		rs.eseen[len(rs.eseen)-1] = old.eseen[e]
+	}
+	rs.peak = rs.index.len()
+	rs.lastIdx, rs.curIdx = nil, nil // the next read finds keys by the index
+	for _, t := range []*idTable{&old.index, &old.sets} {
+		releaseOff(rs.off, t.slots)
+	}
+	releaseOff(rs.off, old.keys)
+	releaseOff(rs.off, old.esid)
+	releaseOff(rs.off, old.eseen)
+	releaseOff(rs.off, old.epos)
+	releaseOff(rs.off, old.ref)
+	releaseOff(rs.off, old.sgen)
+	releaseOff(rs.off, old.sflag)
+	releaseOff(rs.off, old.value)
+	releaseOff(rs.off, old.sum)
+	releaseOff(rs.off, old.bk)
+	releaseOff(rs.off, old.busy)
+	releaseOff(rs.off, old.lastIdx)
+	releaseOff(rs.off, old.curIdx)
 }
 
 // series returns the series that the entry with this key adds to in the
-// read in flight, or nil when the entry is dropped: a decoder skipped or
-// failed on it (counted in decoder errors), or its series is over
-// max_series, in which case it adds to the metric's overflow series.
-func (m *metric) series(key []byte) *series {
+// read in flight, or noSeries when the entry is dropped: a decoder skipped
+// or failed on it (counted in decoder errors). A key whose series is over
+// max_series adds to the metric's overflow series.
+func (m *metric) series(key []byte) int32 {
 	rs := &m.rs
 	lk := key
 	if m.Histogram {
 		lk = key[:m.BucketOff]
 	}
-	kl, j := len(lk), rs.cursor
+	gen := uint32(rs.gen)
 	idx := int32(-1)
-	if j < len(rs.lastIdx) && (j+1)*kl <= len(rs.lastKeys) && rs.lastIdx[j] >= 0 &&
-		bytes.Equal(rs.lastKeys[j*kl:(j+1)*kl], lk) {
-		idx = rs.lastIdx[j]
-		rs.cursor = j + 1
-	} else if i, ok := rs.index.get(lk); ok {
-		idx = i
-		rs.cursor = int(rs.entries[i].pos) + 1
+	if rs.deferred {
+		// The first read: every key is new (see settle).
+	} else if j := rs.cursor; j < len(rs.lastIdx) {
+		if e := rs.lastIdx[j]; e >= 0 && rs.esid[e] != noSeries && rs.keyIs(e, lk) {
+			idx = e
+			rs.cursor = j + 1
+		}
+	}
+	if idx < 0 && len(lk) == rs.kl && !rs.deferred {
+		if e := rs.findKey(lk); e >= 0 {
+			idx = e
+			rs.cursor = int(rs.epos[e]) + 1
+		}
 	}
 	pos := int32(len(rs.curIdx))
-	var s *series
+	var s int32
 	if idx >= 0 {
-		e := &rs.entries[idx]
-		if e.seen != rs.gen {
-			e.seen = rs.gen
+		if rs.eseen[idx] != gen {
+			rs.eseen[idx] = gen
 			rs.seen++
 		}
-		e.pos = pos
-		s = e.s
+		rs.epos[idx] = pos
+		s = rs.esid[idx]
 	} else {
 		var cache bool
-		s, cache = m.decode(lk, rs.index.len() < rs.limit)
+		s, cache = m.decode(lk, rs.index.len()+rs.pending < rs.limit && len(lk) == rs.kl)
 		if cache {
-			idx = rs.newEntry(keyEntry{s: s, seen: rs.gen, pos: pos})
-			rs.index.put(lk, idx)
+			idx = rs.newEntry(lk, s, pos)
 			rs.seen++
 		}
 	}
-	rs.curKeys = append(rs.curKeys, lk...)
-	rs.curIdx = append(rs.curIdx, idx)
-	rs.keySeries = nil
+	rs.curIdx = append(growOff(rs.off, rs.curIdx, 1), idx)
+	rs.keySeries = noSeries
 	if s == skipSeries {
-		return nil
+		return noSeries
 	}
-	if s.failed != 0 {
-		rs.decErrs[s.failed-1].n.Add(1)
-		return nil
+	if s < skipSeries {
+		rs.decErrs[-3-s].n.Add(1)
+		return noSeries
 	}
-	if s.gen != rs.gen {
-		s.gen = rs.gen
-		if s.inGroups {
+	if rs.sgen[s] != gen {
+		rs.sgen[s] = gen
+		if rs.sflag[s]&sCached != 0 {
 			rs.touched++
 		}
-		s.dropped = len(rs.active) >= m.maxSeries
-		if !s.dropped {
+		if len(rs.active) >= m.maxSeries {
+			rs.sflag[s] |= sDropped
+		} else {
+			rs.sflag[s] &^= sDropped
 			rs.activate(s)
 		}
 	}
 	rs.keySeries = s
-	if s.dropped {
+	if rs.sflag[s]&sDropped != 0 {
 		rs.dropped++
 		return rs.overflowSeries()
 	}
 	return s
+}
+
+// keyIs says whether entry e holds key k.
+func (rs *readState) keyIs(e int32, k []byte) bool {
+	return len(k) == rs.kl && bytes.Equal(rs.keys[int(e)*rs.kl:int(e+1)*rs.kl], k)
+}
+
+// findKey returns the entry of key k, or -1.
+func (rs *readState) findKey(k []byte) int32 {
+	return rs.index.find(maphash.Bytes(rs.seed, k), func(e int32) bool { return rs.keyIs(e, k) })
+}
+
+// newEntry caches key k (of rs.kl bytes) as seen at pos by this read, with
+// series s, and returns its entry (indexed now, or by settle).
+func (rs *readState) newEntry(k []byte, s int32, pos int32) int32 {
+	gen := uint32(rs.gen)
+	var e int32
+	if n := len(rs.efree); n > 0 {
+		e = rs.efree[n-1]
+		rs.efree = rs.efree[:n-1]
+		copy(rs.keys[int(e)*rs.kl:], k)
+		rs.esid[e], rs.eseen[e], rs.epos[e] = s, gen, pos
+	} else {
+		e = int32(len(rs.esid))
+		rs.keys = append(growOff(rs.off, rs.keys, len(k)), k...)
+		rs.esid = append(growOff(rs.off, rs.esid, 1), s)
+		rs.eseen = append(growOff(rs.off, rs.eseen, 1), gen)
+		rs.epos = append(growOff(rs.off, rs.epos, 1), pos)
+	}
+	if rs.deferred {
+		rs.pending++
+	} else {
+		rs.index.insert(maphash.Bytes(rs.seed, k), e)
+	}
+	return e
+}
+
+// freeEntry forgets entry e.
+func (rs *readState) freeEntry(e int32) {
+	rs.index.remove(maphash.Bytes(rs.seed, rs.keys[int(e)*rs.kl:int(e+1)*rs.kl]), e)
+	rs.esid[e] = noSeries
+	rs.efree = append(rs.efree, e)
+}
+
+// newSeries adds a series with label set rec (a record, see labels.go)
+// and flags f, with no totals yet; the caller indexes it in sets.
+func (rs *readState) newSeries(rec []byte, f uint8) int32 {
+	ref := rs.arena.put(rec)
+	var s int32
+	if n := len(rs.sfree); n > 0 {
+		s = rs.sfree[n-1]
+		rs.sfree = rs.sfree[:n-1]
+		rs.ref[s], rs.sgen[s], rs.sflag[s] = ref, 0, f
+		if rs.ttl {
+			rs.busy[s] = 0
+		}
+	} else {
+		s = int32(len(rs.ref))
+		rs.ref = append(growOff(rs.off, rs.ref, 1), ref)
+		rs.sgen = append(growOff(rs.off, rs.sgen, 1), 0)
+		rs.sflag = append(growOff(rs.off, rs.sflag, 1), f)
+		rs.value = append(growOff(rs.off, rs.value, 1), 0)
+		if rs.nb > 0 {
+			rs.sum = append(growOff(rs.off, rs.sum, 1), 0)
+			rs.bk = append(growOff(rs.off, rs.bk, rs.nb), make([]uint64, rs.nb)...)
+		}
+		if rs.ttl {
+			rs.busy = append(growOff(rs.off, rs.busy, 1), 0)
+		}
+	}
+	if f&sCached != 0 {
+		rs.cached++
+	}
+	return s
+}
+
+// freeSeries forgets series s. Its sDropped flag stays until the series
+// is reused, for expiry at the end of the read (see expire.go).
+func (rs *readState) freeSeries(s int32) {
+	if rs.sflag[s]&sIndexed != 0 {
+		rs.sets.remove(maphash.Bytes(rs.seed, record(rs.arena.chunks, rs.ref[s])), s)
+	}
+	rs.arena.release(rs.ref[s])
+	if rs.sflag[s]&sCached != 0 {
+		rs.cached--
+	}
+	rs.sflag[s] &= sDropped
+	rs.sfree = append(rs.sfree, s)
 }
 
 // OverflowValue is the value of every label of a metric's overflow series,
@@ -287,34 +557,29 @@ const OverflowValue = "__overflow__"
 
 // overflowSeries returns the metric's overflow series, started for the
 // read in flight.
-func (rs *readState) overflowSeries() *series {
-	o := rs.over
-	if o == nil {
+func (rs *readState) overflowSeries() int32 {
+	if rs.over < 0 {
 		values := make([]string, len(rs.names))
 		for i := range values {
 			values[i] = OverflowValue
 		}
-		o = &series{values: values}
-		rs.over = o
+		rs.over = rs.newSeries(appendRecord(nil, values), sLive)
 	}
-	if o.gen != rs.gen {
-		o.gen = rs.gen
+	if o := rs.over; rs.sgen[o] != uint32(rs.gen) {
+		rs.sgen[o] = uint32(rs.gen)
 		rs.activate(o)
 	}
-	return o
+	return rs.over
 }
 
 // activate zeroes a series' totals and adds it to the read's active series.
-func (rs *readState) activate(s *series) {
-	s.value, s.count, s.sum = 0, 0, 0
+func (rs *readState) activate(s int32) {
+	rs.value[s] = 0
 	if rs.nb > 0 {
-		if s.perBucket == nil {
-			s.perBucket = make([]uint64, rs.nb)
-		} else {
-			clear(s.perBucket)
-		}
+		rs.sum[s] = 0
+		clear(rs.bk[int(s)*rs.nb : int(s+1)*rs.nb])
 	}
-	rs.active = append(rs.active, s)
+	rs.active = append(growOff(rs.off, rs.active, 1), s)
 }
 
 // decoderIndex returns the index in decErrs of a decoder name, or -1.
@@ -328,44 +593,37 @@ func (rs *readState) decoderIndex(name string) int {
 }
 
 // failure logs a decoder error (rate-limited, see decodeLogger) and returns
-// the sentinel series that counts it under the failing decoder's name.
-func (rs *readState) failure(err error) *series {
+// the sentinel that counts it under the failing decoder's name.
+func (rs *readState) failure(err error) int32 {
 	name := "unknown"
 	var de *decoder.DecodeError
 	if errors.As(err, &de) {
 		name = de.Decoder
 	}
 	decodeLog.log(rs.config, rs.metric, name, err)
-	if i := rs.decoderIndex(name); i >= 0 {
-		return rs.bad[i]
-	}
-	// Not reached: decErrs holds every decoder of the metric's chains
-	// (newReadState), and DecodeBytes names the one that failed.
-	return rs.bad[0]
-}
-
-func (rs *readState) newEntry(e keyEntry) int32 {
-	if n := len(rs.free); n > 0 {
-		i := rs.free[n-1]
-		rs.free = rs.free[:n-1]
-		rs.entries[i] = e
-		return i
-	}
-	rs.entries = append(rs.entries, e)
-	return int32(len(rs.entries) - 1)
+	// decErrs holds every decoder of the metric's chains (newReadState),
+	// and DecodeBytes names the one that failed: the fallback is not
+	// reached.
+	return failedSeries(max(rs.decoderIndex(name), 0))
 }
 
 // decode decodes the labels of a key and returns the series of its label
 // set, creating it if needed. cached says whether the key may be cached,
 // and the result whether it is: not when a label's value is not settled
 // (decoder.Chain.DecodeSettled), so that the key is decoded again at the
-// next read. The series of cached keys are kept in groups across reads.
-func (m *metric) decode(lk []byte, cached bool) (*series, bool) {
+// next read. Series of cached keys are kept across reads; those of
+// uncached keys only for the read in flight.
+func (m *metric) decode(lk []byte, cached bool) (int32, bool) {
 	rs := &m.rs
-	rs.buf, rs.ends = rs.buf[:0], rs.ends[:0]
+	rs.buf = rs.buf[:0]
 	for _, l := range m.Labels {
-		// Valid UTF-8, so without 0xff, the separator below.
-		out, settled, err := l.Chain.DecodeSettled(lk[l.Off : l.Off+l.Size])
+		// The value's length goes before it: one byte, unless it is
+		// 128 bytes or more.
+		at := len(rs.buf)
+		rs.buf = append(rs.buf, 0)
+		var settled bool
+		var err error
+		rs.buf, settled, err = l.Chain.AppendSettled(rs.buf, lk[l.Off:l.Off+l.Size])
 		if err != nil {
 			if errors.Is(err, decoder.ErrSkip) {
 				return skipSeries, cached
@@ -373,74 +631,83 @@ func (m *metric) decode(lk []byte, cached bool) (*series, bool) {
 			return rs.failure(err), cached
 		}
 		cached = cached && settled
-		rs.buf = append(rs.buf, out...)
-		rs.ends = append(rs.ends, len(rs.buf))
-		rs.buf = append(rs.buf, 0xff) // separator: 0xff never occurs in UTF-8
+		if n := len(rs.buf) - at - 1; n < 0x80 {
+			rs.buf[at] = byte(n)
+		} else {
+			var lb [binary.MaxVarintLen64]byte
+			k := binary.PutUvarint(lb[:], uint64(n))
+			rs.buf = append(rs.buf, lb[:k-1]...)
+			copy(rs.buf[at+k:], rs.buf[at+1:at+1+n])
+			copy(rs.buf[at:], lb[:k])
+		}
 	}
-	if s, ok := rs.groups[string(rs.buf)]; ok {
+	rs.rec = binary.AppendUvarint(rs.rec[:0], uint64(len(rs.buf)))
+	rs.rec = append(rs.rec, rs.buf...)
+	rec := rs.rec
+	if cached && rs.injective {
+		return rs.newSeries(rec, sLive|sCached), true
+	}
+	h := maphash.Bytes(rs.seed, rec)
+	s := rs.sets.find(h, func(s int32) bool { return bytes.Equal(record(rs.arena.chunks, rs.ref[s]), rec) })
+	if s >= 0 {
+		if cached && rs.sflag[s]&sCached == 0 {
+			// The series now has a cached key: keep it across reads.
+			rs.sflag[s] |= sCached
+			rs.cached++
+			if rs.sgen[s] == uint32(rs.gen) {
+				rs.touched++
+			}
+		}
 		return s, cached
 	}
-	if s, ok := rs.overflow[string(rs.buf)]; ok {
-		if !cached {
-			return s, cached
-		}
-		// The series now has a cached key: keep it across reads.
-		delete(rs.overflow, string(rs.buf))
-		s.inGroups = true
-		if s.gen == rs.gen {
-			rs.touched++
-		}
-		rs.groups[string(rs.buf)] = s
-		return s, cached
-	}
-	joined := string(rs.buf)
-	values := make([]string, len(rs.ends))
-	start := 0
-	for i, end := range rs.ends {
-		values[i] = joined[start:end]
-		start = end + 1
-	}
-	s := &series{values: values, inGroups: cached}
+	f := sLive | sIndexed
 	if cached {
-		rs.groups[joined] = s
-	} else {
-		rs.overflow[joined] = s
+		f |= sCached
+	}
+	s = rs.newSeries(rec, f)
+	rs.sets.insert(h, s)
+	if !cached {
+		rs.uncached = append(rs.uncached, s)
 	}
 	return s, cached
 }
 
 // emitCounters hands the read's active series to f, with their totals:
-// one allocation for all of them.
+// two allocations for all of them.
 func (m *metric) emitCounters(f *Family) {
 	rs := &m.rs
-	f.series = rs.active
+	f.chunks = rs.arena.view()
+	f.refs = make([]labelRef, len(rs.active))
 	f.values = make([]float64, len(rs.active))
 	for i, s := range rs.active {
-		f.values[i] = m.number(s.value)
+		f.refs[i] = rs.ref[s]
+		f.values[i] = m.number(rs.value[s])
 	}
 }
 
 // emitHistograms hands the read's active series to f, with their
-// cumulative buckets, counts and sums: three allocations for all of them.
+// cumulative buckets, counts and sums: four allocations for all of them.
 func (m *metric) emitHistograms(f *Family) {
 	rs := &m.rs
 	nk := len(rs.keep)
-	f.series = rs.active
+	f.chunks = rs.arena.view()
+	f.refs = make([]labelRef, len(rs.active))
 	f.cum = make([]uint64, len(rs.active)*nk)
 	f.counts = make([]uint64, len(rs.active))
 	f.sums = make([]float64, len(rs.active))
 	for i, s := range rs.active {
+		f.refs[i] = rs.ref[s]
 		c := f.cum[i*nk : (i+1)*nk]
 		var run uint64
 		j := 0
-		for b, n := range s.perBucket {
+		for b, n := range rs.bk[int(s)*rs.nb : int(s+1)*rs.nb] {
 			run += n
 			if j < nk && rs.keep[j] == b {
 				c[j] = run
 				j++
 			}
 		}
-		f.counts[i] = s.count
-		f.sums[i] = float64(s.sum) * m.Buckets.Multiplier
+		f.counts[i] = rs.value[s]
+		f.sums[i] = float64(rs.sum[s]) * m.Buckets.Multiplier
 	}
 }

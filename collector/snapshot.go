@@ -58,7 +58,9 @@ type Family struct {
 	// histogram; nil when they map onto none exactly.
 	Native *NativeLayout
 
-	series []*series
+	// Series i has the label set refs[i] in chunks (see labels.go).
+	chunks [][]byte
+	refs   []labelRef
 	values []float64 // counters and gauges: one per series
 	cum    []uint64  // histograms: len(Upper) cumulative counts per series
 	counts []uint64  // histograms: observations per series, +Inf included
@@ -78,11 +80,21 @@ type NativeLayout struct {
 }
 
 // Len returns the number of series.
-func (f *Family) Len() int { return len(f.series) }
+func (f *Family) Len() int { return len(f.refs) }
 
-// LabelValues returns the label values of series i, in LabelNames order.
-// The slice is shared: do not modify it.
-func (f *Family) LabelValues(i int) []string { return f.series[i].values }
+// LabelValues returns the label values of series i, in LabelNames order,
+// in a new slice. Writers that go through every series use
+// AppendLabelValues with a slice of their own instead.
+func (f *Family) LabelValues(i int) []string {
+	return f.AppendLabelValues(make([]string, 0, len(f.LabelNames)), i)
+}
+
+// AppendLabelValues appends the label values of series i, in LabelNames
+// order, to dst and returns it. The strings share the snapshot's memory
+// (no copy), which never changes.
+func (f *Family) AppendLabelValues(dst []string, i int) []string {
+	return appendValues(dst, f.chunks, f.refs[i], len(f.LabelNames))
+}
 
 // Value returns the value of series i of a counter or gauge.
 func (f *Family) Value(i int) float64 { return f.values[i] }
@@ -147,11 +159,14 @@ func NewFamily(name, help string, kind Kind, labelNames []string, upper []float6
 		f.Upper = upper
 		f.Native = nativeLayout(upper)
 	}
+	var a labelArena
+	var rec []byte
 	for _, d := range data {
 		if len(d.Labels) != len(labelNames) {
 			panic("collector.NewFamily: series label values do not match the label names")
 		}
-		f.series = append(f.series, &series{values: d.Labels})
+		rec = appendRecord(rec[:0], d.Labels)
+		f.refs = append(f.refs, a.put(rec))
 		if kind != KindHistogram {
 			f.values = append(f.values, d.Value)
 			continue
@@ -163,5 +178,6 @@ func NewFamily(name, help string, kind Kind, labelNames []string, upper []float6
 		f.counts = append(f.counts, d.Count)
 		f.sums = append(f.sums, d.Sum)
 	}
+	f.chunks = a.chunks
 	return f
 }

@@ -171,6 +171,34 @@ func (c Chain) DecodeSettled(in []byte) ([]byte, bool, error) {
 	return out, settled, nil
 }
 
+// AppendSettled appends the chain's value of in to dst and says whether it
+// is settled, as DecodeSettled; errors are DecodeSettled's, and dst is
+// then returned as it was. A chain of one decoder that can append (uint)
+// writes straight into dst: no copy, no allocation, and no UTF-8 check
+// (its text is ASCII).
+func (c Chain) AppendSettled(dst, in []byte) ([]byte, bool, error) {
+	if len(c) == 1 {
+		if a, ok := c[0].(appender); ok {
+			out, err := a.appendDecode(dst, in)
+			if err != nil {
+				return dst, true, &DecodeError{Decoder: NameOf(c[0]), Err: err}
+			}
+			return out, true, nil
+		}
+	}
+	out, settled, err := c.DecodeSettled(in)
+	if err != nil {
+		return dst, settled, err
+	}
+	return append(dst, out...), settled, nil
+}
+
+// appender is a decoder that can append its ASCII, settled output to a
+// buffer (see AppendSettled). It never returns ErrSkip.
+type appender interface {
+	appendDecode(dst, in []byte) ([]byte, error)
+}
+
 // unsettler is a decoder whose output may not be settled (see
 // DecodeSettled).
 type unsettler interface {
@@ -213,6 +241,23 @@ func NameOf(d Decoder) string {
 		return n.Name()
 	}
 	return fmt.Sprintf("%T", d)
+}
+
+// Injective says that the chain gives distinct inputs distinct values: it
+// is one uint or hex decoder of a raw field (the decimal or hex text of the
+// field's bytes). A caller may then take the identity of a label set from
+// the key's bytes alone.
+func (c Chain) Injective() bool {
+	if len(c) != 1 {
+		return false
+	}
+	switch d := c[0].(type) {
+	case *uintDecoder:
+		return true
+	case *hexDecoder:
+		return d.size != textInput
+	}
+	return false
 }
 
 // Names returns the distinct names of the chain's decoders, in chain order.

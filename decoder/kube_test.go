@@ -77,7 +77,7 @@ func TestKubeDecoders(t *testing.T) {
 		Spec:       v1.PodSpec{NodeName: "node-a"},
 		Status:     v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "nginx", ContainerID: "containerd://" + kubeID}}},
 	}
-	e.Kube = &kube.Options{ListWatch: kubefake.ListWatch(fake.NewClientset(pod), "node-a"), NodeName: "node-a"}
+	e.Kube = &kube.Options{Source: kubefake.Source(fake.NewClientset(pod), "node-a"), NodeName: "node-a"}
 	t.Cleanup(e.Close)
 	raw := kubeChains(t, e, 8)
 	text := kubeChains(t, e, textInput)

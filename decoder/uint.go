@@ -30,6 +30,15 @@ func (d *uintDecoder) Decode(in []byte) ([]byte, error) {
 	return appendDecimal(nil, v), nil
 }
 
+// appendDecode appends the decimal text to dst (see Chain.AppendSettled).
+func (d *uintDecoder) appendDecode(dst, in []byte) ([]byte, error) {
+	if err := checkLen("uint", in, d.size); err != nil {
+		return dst, err
+	}
+	v, _ := nativeUint(in)
+	return strconv.AppendUint(dst, v, 10), nil
+}
+
 // smallDecimals holds the text of 0..smallDecimalMax back to back, so that
 // the common small values (histogram slots, CPU numbers, syscall numbers)
 // decode without allocating. smallDecimalEnd[i] is where i's text ends.

@@ -3,6 +3,7 @@
 package decoder
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
@@ -66,5 +67,31 @@ func BenchmarkUint(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		d.Decode(in)
+	}
+}
+
+// TestAppendSettled checks that a uint chain appends what DecodeSettled
+// returns, after what dst holds, and fails as it does.
+func TestAppendSettled(t *testing.T) {
+	for _, size := range []int{1, 2, 4, 8} {
+		c, err := NewEnv(0).NewChain([]config.Decoder{{Name: "uint"}}, size, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := make([]byte, size)
+		for i := range in {
+			in[i] = byte(0x81 + i)
+		}
+		want, _, _ := c.DecodeSettled(in)
+		got, settled, err := c.AppendSettled([]byte("x="), in)
+		if err != nil || !settled || string(got) != "x="+string(want) {
+			t.Errorf("size %d: AppendSettled = %q, %v, %v; want %q", size, got, settled, err, "x="+string(want))
+		}
+		_, _, werr := c.DecodeSettled(in[1:])
+		got, _, err = c.AppendSettled([]byte("x="), in[1:])
+		var de *DecodeError
+		if err == nil || !errors.As(err, &de) || de.Decoder != "uint" || err.Error() != werr.Error() || string(got) != "x=" {
+			t.Errorf("size %d, short input: %q, %v; want dst unchanged and %v", size, got, err, werr)
+		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
+	"github.com/kernel-exporter/kernel_exporter/internal/textpages"
 	"github.com/kernel-exporter/kernel_exporter/kube"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
@@ -243,10 +244,14 @@ func (e *Exporter) Start(ctx context.Context) {
 		finished.Wait()
 		<-warmed
 		// Start-up used memory that serving does not need (the decoded
-		// kernel BTF, the text of kallsyms): drop it and give it back to
-		// the system now rather than over the next minutes.
+		// kernel BTF, the text of kallsyms, the code and read-only data
+		// only start-up ran): drop it and give it back to the system now
+		// rather than over the next minutes.
 		loader.ReleaseKernelTypes()
 		debug.FreeOSMemory()
+		if _, err := textpages.Release(); err != nil {
+			e.log.Debug("cannot release the executable's start-up pages", "err", err)
+		}
 	}()
 	go func() {
 		<-ctx.Done()

@@ -29,9 +29,11 @@ type buffer struct {
 	buf []byte
 	err error
 
-	// Scratch space reused across families: the escaped label pairs of the
-	// current series and the formatted `le="…"` pairs of a histogram's
-	// bounds (leEnd[k] is the end of bound k's pair in le).
+	// Scratch space reused across families: the label values and the
+	// escaped label pairs of the current series, and the formatted
+	// `le="…"` pairs of a histogram's bounds (leEnd[k] is the end of
+	// bound k's pair in le).
+	values []string
 	labels []byte
 	le     []byte
 	leEnd  []int
@@ -50,6 +52,7 @@ func getBuffer(w io.Writer) *buffer {
 
 func putBuffer(b *buffer) {
 	b.w = nil
+	clear(b.values[:cap(b.values)]) // they point into a snapshot: let it go
 	if cap(b.buf) > keepCap || cap(b.labels) > keepCap {
 		return
 	}

@@ -90,7 +90,7 @@ func writeProtoFamily(b *buffer, f *collector.Family) error {
 	help := validUTF8(f.Help)
 	size := sizeBytes(len(f.Name)) + sizeBytes(len(help)) + 2
 	for i := 0; i < f.Len(); i++ {
-		size += sizeBytes(metricSize(f, i))
+		size += sizeBytes(b.metricSize(f, i))
 	}
 	b.buf = appendVarint(b.buf, uint64(size))
 	b.buf = appendString(b.buf, tagFamilyName, f.Name)
@@ -116,9 +116,10 @@ func writeProtoFamily(b *buffer, f *collector.Family) error {
 }
 
 // metricSize is the size of series i's Metric message.
-func metricSize(f *collector.Family, i int) int {
+func (b *buffer) metricSize(f *collector.Family, i int) int {
 	n := 0
-	for j, v := range f.LabelValues(i) {
+	b.values = f.AppendLabelValues(b.values[:0], i)
+	for j, v := range b.values {
 		n += sizeBytes(sizeBytes(len(f.LabelNames[j])) + sizeBytes(len(validUTF8(v))))
 	}
 	if f.Kind != collector.KindHistogram {
@@ -184,7 +185,8 @@ func deltasSize(cum []uint64, count uint64) int {
 }
 
 func (b *buffer) appendMetric(f *collector.Family, i int) {
-	for j, v := range f.LabelValues(i) {
+	b.values = f.AppendLabelValues(b.values[:0], i)
+	for j, v := range b.values {
 		name, v := f.LabelNames[j], validUTF8(v)
 		b.buf = append(b.buf, tagMetricLabel)
 		b.buf = appendVarint(b.buf, uint64(sizeBytes(len(name))+sizeBytes(len(v))))

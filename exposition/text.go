@@ -31,7 +31,8 @@ func writeLines(b *buffer, f *collector.Family, om bool) error {
 		return writeHistogramLines(b, f, om)
 	}
 	for i := 0; i < f.Len(); i++ {
-		b.labels = appendLabels(b.labels[:0], f.LabelNames, f.LabelValues(i))
+		b.values = f.AppendLabelValues(b.values[:0], i)
+		b.labels = appendLabels(b.labels[:0], f.LabelNames, b.values)
 		b.sampleName(f.Name, "")
 		b.buf = appendValue(b.buf, f.Value(i), om)
 		b.buf = append(b.buf, '\n')
@@ -81,7 +82,8 @@ func writeHistogramLines(b *buffer, f *collector.Family, om bool) error {
 		b.leEnd = append(b.leEnd, len(b.le))
 	}
 	for i := 0; i < f.Len(); i++ {
-		b.labels = appendLabels(b.labels[:0], f.LabelNames, f.LabelValues(i))
+		b.values = f.AppendLabelValues(b.values[:0], i)
+		b.labels = appendLabels(b.labels[:0], f.LabelNames, b.values)
 		cum, count, sum := f.Histogram(i)
 		start := 0
 		for k, c := range cum {

@@ -99,15 +99,8 @@ func BenchmarkHTTPScrape(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
 			benchCompile(b, clang, dir, n)
-			if err := os.WriteFile(filepath.Join(dir, "bigmap.yaml"), []byte(bigmapYAML), 0o644); err != nil {
-				b.Fatal(err)
-			}
 			b.Run("ours", func(b *testing.B) {
-				args := []string{"--config.dir=" + dir, "--config.names=bigmap", "--programs=none"}
-				if os.Getenv("KE_BENCH_PROFILE_DIR") != "" {
-					args = append(args, "--web.enable-pprof")
-				}
-				benchExporter(b, n, binary, args...)
+				benchExporter(b, n, binary, benchOursArgs(dir)...)
 			})
 			if ref == "" {
 				return
@@ -230,4 +223,14 @@ func saveHeapProfile(b *testing.B, client *http.Client, p *benchProcess, name st
 	if err != nil {
 		b.Logf("heap profile: %v", err)
 	}
+}
+
+// benchOursArgs returns our exporter's arguments for the bigmap fixture in
+// dir, with pprof on when KE_BENCH_PROFILE_DIR asks for profiles.
+func benchOursArgs(dir string) []string {
+	args := []string{"--config.dir=" + dir, "--config.names=bigmap", "--programs=none"}
+	if os.Getenv("KE_BENCH_PROFILE_DIR") != "" {
+		args = append(args, "--web.enable-pprof")
+	}
+	return args
 }

@@ -38,8 +38,11 @@ func benchNeedTool(b *testing.B, name string) string {
 }
 
 // benchCompile compiles testdata/bench/bigmap.bpf.c into dir/bigmap.bpf.o
-// with a map of n entries.
+// with a map of n entries, and writes its config, dir/bigmap.yaml.
 func benchCompile(b *testing.B, clang, dir string, n int) {
+	if err := os.WriteFile(filepath.Join(dir, "bigmap.yaml"), []byte(bigmapYAML), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	src := filepath.Join(repoRoot, "integration", "testdata", "bench", "bigmap.bpf.c")
 	args := append(append([]string{}, bpfCFlags...), "-I"+filepath.Join(repoRoot, "include"),
 		"-DBIGMAP_ENTRIES="+strconv.Itoa(n), "-c", src, "-o", filepath.Join(dir, "bigmap.bpf.o"))
@@ -61,9 +64,18 @@ type benchProcess struct {
 // loopback port, and waits until /metrics answers 200 with no config still
 // loading. The process gets SIGTERM at cleanup.
 func startBenchProcess(b *testing.B, bin string, args ...string) *benchProcess {
+	return startBenchProcessEnv(b, nil, bin, args...)
+}
+
+// startBenchProcessEnv is startBenchProcess with env (KEY=value) added to
+// the process's environment.
+func startBenchProcessEnv(b *testing.B, env []string, bin string, args ...string) *benchProcess {
 	addr := fmt.Sprintf("127.0.0.1:%d", benchFreePort(b))
 	p := &benchProcess{url: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1), lastID: lastMapID(b)}
 	p.cmd = exec.Command(bin, append(args, "--web.listen-address="+addr)...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout = p.logs
 	p.cmd.Stderr = p.logs
 	if os.Getenv("KE_BENCH_STDERR") != "" {
@@ -155,7 +167,7 @@ func findBigmap(b *testing.B, p *benchProcess, n int) *ebpf.Map {
 				continue // gone since
 			}
 			info, err := m.Info()
-			if err == nil && info.Name == "bigmap_total" && info.MaxEntries == uint32(n) {
+			if err == nil && info.Name == "bigmap_total" && info.MaxEntries == uint32(n) && p.holdsMap(id) {
 				return m
 			}
 			m.Close()
@@ -165,6 +177,23 @@ func findBigmap(b *testing.B, p *benchProcess, n int) *ebpf.Map {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// holdsMap says whether the process has a file descriptor of map id (two
+// benchmarks may run at once, each with its own exporter and map).
+func (p *benchProcess) holdsMap(id ebpf.MapID) bool {
+	dir := fmt.Sprintf("/proc/%d/fdinfo", p.cmd.Process.Pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf("\nmap_id:\t%d\n", id)
+	for _, fd := range fds {
+		if b, err := os.ReadFile(filepath.Join(dir, fd.Name())); err == nil && strings.Contains(string(b), want) {
+			return true
+		}
+	}
+	return false
 }
 
 // fillBigmap puts n keys in m: key i is {a: i / 1000, b: i % 1000}, its

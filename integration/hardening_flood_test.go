@@ -19,7 +19,7 @@ import (
 )
 
 // statusKB returns a field of /proc/<pid>/status given in kB (VmHWM, VmRSS).
-func statusKB(t *testing.T, pid int, field string) int {
+func statusKB(t testing.TB, pid int, field string) int {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -5,24 +5,14 @@ package kube
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/kernel-exporter/kernel_exporter/bounded"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Bounds of what a Resolver keeps. The kubelet runs at most a few hundred
@@ -52,11 +42,11 @@ type Options struct {
 	// Config reaches the API server. When nil, it is read from
 	// Kubeconfig as RESTConfig does; nil from there too means no API
 	// access: every pod is named by its UID.
-	Config     *rest.Config
+	Config     *Config
 	Kubeconfig string
-	// ListWatch lists and watches the node's pods instead of the API
+	// Source lists and watches the node's pods instead of the API
 	// server of Config (tests pass one over a fake clientset).
-	ListWatch cache.ListerWatcher
+	Source Source
 	// NodeName is the node whose pods are watched (the downward API's
 	// spec.nodeName). Without it nothing is watched: watching every pod
 	// of a cluster is not bounded.
@@ -104,60 +94,8 @@ type podMeta struct {
 
 type containerMeta struct{ id, name string }
 
-// RESTConfig returns the configuration for the API server: from the
-// kubeconfig file when kubeconfig is not empty (see MaxKubeconfig), else the in-cluster one
-// (the pod's service account) when KUBERNETES_SERVICE_HOST is set, else
-// nil (no API access). Errors are those of reading the file or the
-// service account.
-func RESTConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return loadKubeconfig(kubeconfig)
-	}
-	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-		return nil, nil
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("in-cluster config: %w", err)
-	}
-	return cfg, nil
-}
-
-// MaxKubeconfig bounds the kubeconfig file RESTConfig reads (one with
-// embedded certificates is a few KiB).
-const MaxKubeconfig = 1 << 20
-
-// loadKubeconfig reads a kubeconfig file of at most MaxKubeconfig bytes
-// through package bounded and builds its current context's config; the
-// files it names (certificates, keys, token) are relative to its
-// directory, as kubectl reads them. Errors name the file, never quote it.
-func loadKubeconfig(path string) (*rest.Config, error) {
-	data, err := bounded.ReadFile(path, "kubeconfig", MaxKubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	kc, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: not a kubeconfig file", path)
-	}
-	for _, c := range kc.Clusters {
-		c.LocationOfOrigin = path
-	}
-	for _, a := range kc.AuthInfos {
-		a.LocationOfOrigin = path
-	}
-	if err := clientcmd.ResolveLocalPaths(kc); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	cfg, err := clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
 // NewResolver returns a Resolver and starts its watch, if it has API
-// access (Options.ListWatch, Config or Kubeconfig, and NodeName); Close stops
+// access (Options.Source, Config or Kubeconfig, and NodeName); Close stops
 // it. Without access (none given, or a kubeconfig that cannot be read) it
 // logs once why pods are named by UID, and returns a Resolver that does
 // just that. The error is that of building a client from the config.
@@ -174,64 +112,108 @@ func NewResolver(opts Options) (*Resolver, error) {
 	live, _ := lru.New[string, *podMeta](size) // size > 0: no error
 	gone, _ := lru.New[string, *podMeta](size)
 	r := &Resolver{log: log, node: opts.NodeName, live: live, gone: gone, done: make(chan struct{})}
-	lw := opts.ListWatch
+	src := opts.Source
 	cfg := opts.Config
-	if lw == nil && cfg == nil {
+	if src == nil && cfg == nil {
 		var err error
 		if cfg, err = RESTConfig(opts.Kubeconfig); err != nil {
 			r.fallback(err.Error())
 		}
 	}
-	if lw == nil && cfg != nil && r.node != "" {
-		client, err := podClient(cfg)
-		if err != nil {
+	if src == nil && cfg != nil && r.node != "" {
+		var err error
+		if src, err = NewSource(cfg, r.node); err != nil {
 			return nil, err
 		}
-		lw = r.listWatch(client)
 	}
 	switch {
-	case lw == nil && cfg == nil:
+	case src == nil && cfg == nil:
 		r.fallback("no Kubernetes API access (no kubeconfig and not in a cluster)")
 	case r.node == "":
 		r.fallback("no node name (set NODE_NAME or --kube.node-name)")
-		lw = nil
+		src = nil
 	}
-	if lw == nil {
+	if src == nil {
 		close(r.done)
 		return r, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	ref := cache.NewReflectorWithOptions(lw, &v1.Pod{}, (*podStore)(r), cache.ReflectorOptions{Name: "kube pods on " + r.node})
 	go func() {
 		defer close(r.done)
-		ref.RunWithContext(ctx)
+		r.run(ctx, src)
 	}()
 	return r, nil
 }
 
-// podClient returns a REST client of the core v1 API that knows pods and
-// nothing else. The typed clientset of client-go (package kubernetes)
-// registers every API group of Kubernetes at init: it tripled the binary
-// (25 to 76 MB) and added 17 MB of resident memory at start.
-func podClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	scheme := runtime.NewScheme()
-	if err := v1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+// Backoff between failed lists and watches, as client-go's reflector
+// (800 ms doubling to 30 s), with jitter.
+const (
+	minBackoff = 800 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// run lists the node's pods, then follows them with watches from the
+// list's resource version, and lists again when a watch fails or its
+// version expired, until ctx is done. API errors are logged once (see
+// fallback) and retried after a backoff.
+func (r *Resolver) run(ctx context.Context, src Source) {
+	wait := minBackoff
+	sleep := func() bool {
+		t := time.NewTimer(wait/2 + rand.N(wait/2))
+		defer t.Stop()
+		wait = min(2*wait, maxBackoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
 	}
-	metav1.AddToGroupVersion(scheme, v1.SchemeGroupVersion)
-	c := rest.CopyConfig(cfg)
-	c.APIPath = "/api"
-	c.GroupVersion = &v1.SchemeGroupVersion
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = "kernel_exporter"
+	for ctx.Err() == nil {
+		pods, rv, err := src.List(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.fallback("Kubernetes API: " + err.Error())
+			}
+			if !sleep() {
+				return
+			}
+			continue
+		}
+		(*podStore)(r).replace(pods)
+		wait = minBackoff
+		for ctx.Err() == nil {
+			start := time.Now()
+			err := src.Watch(ctx, rv, func(e Event) error {
+				if v := e.Pod.Metadata.ResourceVersion; v != "" {
+					rv = v
+				}
+				switch e.Type {
+				case "ADDED", "MODIFIED":
+					(*podStore)(r).put(e.Pod)
+				case "DELETED":
+					(*podStore)(r).delete(e.Pod)
+				}
+				return nil
+			})
+			if err == nil {
+				// The server ended the watch: watch again from rv
+				// (after a backoff when it ended at once).
+				if time.Since(start) < time.Second && !sleep() {
+					return
+				}
+				continue
+			}
+			if ctx.Err() == nil && !errors.Is(err, ErrExpired) {
+				r.log.Debug("kube: watch of pods failed: listing again", "err", err)
+				if !sleep() {
+					return
+				}
+			}
+			break
+		}
 	}
-	client, err := rest.RESTClientFor(c)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return client, nil
 }
 
 // fallback logs, once, why pods are named by UID.
@@ -239,32 +221,6 @@ func (r *Resolver) fallback(why string) {
 	r.warnOnce.Do(func() {
 		r.log.Warn("kube: pods are labelled by UID and containers by id", "reason", why)
 	})
-}
-
-// listWatch lists and watches the pods of r.node through client. Its
-// errors are logged once (the reflector retries with a backoff).
-func (r *Resolver) listWatch(client rest.Interface) cache.ListerWatcher {
-	sel := fields.OneTermEqualSelector("spec.nodeName", r.node).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			l := &v1.PodList{}
-			err := client.Get().Resource("pods").VersionedParams(&o, metav1.ParameterCodec).Do(ctx).Into(l)
-			if err != nil && ctx.Err() == nil {
-				r.fallback("Kubernetes API: " + err.Error())
-			}
-			return l, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			o.Watch = true
-			w, err := client.Get().Resource("pods").VersionedParams(&o, metav1.ParameterCodec).Watch(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.fallback("Kubernetes API: " + err.Error())
-			}
-			return w, err
-		},
-	}
 }
 
 // Close stops the watch and waits for it to end. The cache stays readable.
@@ -306,26 +262,14 @@ func (r *Resolver) Lookup(podUID, containerID string) Names {
 // the API server does not answer). Without it, pods stay named by UID.
 func (r *Resolver) Watching() bool { return r.cancel != nil }
 
-// podStore is the reflector's store: it keeps a podMeta of each pod in
-// the Resolver's caches.
+// podStore keeps a podMeta of each pod in the Resolver's caches.
 type podStore Resolver
 
-var _ cache.ReflectorStore = (*podStore)(nil)
-
-func (s *podStore) Add(obj any) error    { return s.Update(obj) }
-func (s *podStore) Resync() error        { return nil }
-func (s *podStore) Update(obj any) error { return s.put(obj) }
-
-func (s *podStore) put(obj any) error {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return fmt.Errorf("kube: unexpected object %T", obj)
-	}
+func (s *podStore) put(pod *Pod) {
 	p := newPodMeta(pod)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.add(p)
-	return nil
 }
 
 // add caches p under its UID and mirror hash. s.mu is held.
@@ -351,37 +295,19 @@ func (s *podStore) remove(p *podMeta) {
 	}
 }
 
-func (s *podStore) Delete(obj any) error {
-	var pod *v1.Pod
-	switch o := obj.(type) {
-	case *v1.Pod:
-		pod = o
-	case cache.DeletedFinalStateUnknown:
-		pod, _ = o.Obj.(*v1.Pod)
-	}
-	if pod == nil {
-		return fmt.Errorf("kube: unexpected object %T", obj)
-	}
+func (s *podStore) delete(pod *Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	uid := string(pod.UID)
-	if p, ok := s.live.Peek(uid); ok {
+	if p, ok := s.live.Peek(pod.Metadata.UID); ok {
 		s.remove(p)
 	}
-	return nil
 }
 
-// Replace makes list the live pods: those no longer in it are deleted.
-func (s *podStore) Replace(list []any, _ string) error {
+// replace makes list the live pods: those no longer in it are deleted.
+func (s *podStore) replace(list []*Pod) {
 	pods := make([]*podMeta, 0, len(list))
 	keep := make(map[string]bool, len(list))
-	var errs []error
-	for _, obj := range list {
-		pod, ok := obj.(*v1.Pod)
-		if !ok {
-			errs = append(errs, fmt.Errorf("kube: unexpected object %T", obj))
-			continue
-		}
+	for _, pod := range list {
 		p := newPodMeta(pod)
 		pods = append(pods, p)
 		keep[p.uid] = true
@@ -397,19 +323,19 @@ func (s *podStore) Replace(list []any, _ string) error {
 	}
 	s.mu.Unlock()
 	s.synced.Store(true)
-	return errors.Join(errs...)
 }
 
 // newPodMeta keeps of pod its UID, namespace, name, mirror hash and the
 // ids and names of its containers (current and last terminated ones, of
 // regular, init and ephemeral containers; at most MaxContainers).
-func newPodMeta(pod *v1.Pod) *podMeta {
+func newPodMeta(pod *Pod) *podMeta {
+	md := &pod.Metadata
 	p := &podMeta{
-		uid:       clip(string(pod.UID), maxNameLen),
-		namespace: clip(pod.Namespace, maxNameLen),
-		name:      clip(pod.Name, maxNameLen),
+		uid:       clip(md.UID, maxNameLen),
+		namespace: clip(md.Namespace, maxNameLen),
+		name:      clip(md.Name, maxNameLen),
 	}
-	if h := pod.Annotations[v1.MirrorPodAnnotationKey]; h != "" && validUID(h, '-') {
+	if h := md.Annotations[mirrorPodAnnotation]; h != "" && validUID(h, '-') {
 		p.mirror = h
 	}
 	add := func(id, name string) {
@@ -419,10 +345,10 @@ func newPodMeta(pod *v1.Pod) *podMeta {
 		}
 		p.containers = append(p.containers, containerMeta{id: id, name: clip(name, maxNameLen)})
 	}
-	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+	for _, list := range [][]ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
 		for _, c := range list {
 			add(c.ContainerID, c.Name)
-			if t := c.LastTerminationState.Terminated; t != nil {
+			if t := c.LastState.Terminated; t != nil {
 				add(t.ContainerID, c.Name)
 			}
 		}

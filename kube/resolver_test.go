@@ -10,28 +10,75 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
-
 	"github.com/kernel-exporter/kernel_exporter/bounded"
-	"github.com/kernel-exporter/kernel_exporter/kube/kubefake"
 )
 
-func testPod(ns, name, uid, node string, containers map[string]string) *v1.Pod {
-	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)},
-		Spec:       v1.PodSpec{NodeName: node},
-	}
+func testPod(ns, name, uid string, containers map[string]string) *Pod {
+	p := &Pod{}
+	p.Metadata.Namespace, p.Metadata.Name, p.Metadata.UID = ns, name, uid
 	for cname, id := range containers {
-		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: cname, Image: "busybox"})
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, v1.ContainerStatus{Name: cname, ContainerID: id})
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, ContainerStatus{Name: cname, ContainerID: id})
 	}
 	return p
+}
+
+// memSource is a Source of pods held in memory: create and remove send
+// their watch events to the watch in flight.
+type memSource struct {
+	mu     sync.Mutex
+	pods   map[string]*Pod // by UID
+	rv     int
+	events chan Event
+}
+
+func newMemSource(pods ...*Pod) *memSource {
+	s := &memSource{pods: map[string]*Pod{}, events: make(chan Event, 16)}
+	for _, p := range pods {
+		s.pods[p.Metadata.UID] = p
+	}
+	return s
+}
+
+func (s *memSource) List(ctx context.Context) ([]*Pod, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var l []*Pod
+	for _, p := range s.pods {
+		l = append(l, p)
+	}
+	return l, "1", nil
+}
+
+func (s *memSource) Watch(ctx context.Context, rv string, fn func(Event) error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e := <-s.events:
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *memSource) create(p *Pod) {
+	s.mu.Lock()
+	s.pods[p.Metadata.UID] = p
+	s.mu.Unlock()
+	s.events <- Event{Type: "ADDED", Pod: p}
+}
+
+func (s *memSource) remove(uid string) {
+	s.mu.Lock()
+	p := s.pods[uid]
+	delete(s.pods, uid)
+	s.mu.Unlock()
+	s.events <- Event{Type: "DELETED", Pod: p}
 }
 
 // waitFor polls cond every 10 ms for up to 10 s.
@@ -48,8 +95,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestResolverFake(t *testing.T) {
 	uid2 := "11111111-2222-3333-4444-555555555555"
 	id2 := strings.Repeat("ab", 32)
-	cs := fake.NewClientset(testPod("web", "frontend-0", testUID, "node-a", map[string]string{"nginx": "containerd://" + testID}))
-	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(cs, "node-a"), NodeName: "node-a", CacheSize: 4})
+	cs := newMemSource(testPod("web", "frontend-0", testUID, map[string]string{"nginx": "containerd://" + testID}))
+	r, err := NewResolver(Options{Source: cs, NodeName: "node-a", CacheSize: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,17 +114,12 @@ func TestResolverFake(t *testing.T) {
 	}
 
 	// A pod added through the watch.
-	ctx := context.Background()
-	if _, err := cs.CoreV1().Pods("db").Create(ctx, testPod("db", "pg-0", uid2, "node-a", map[string]string{"postgres": "cri-o://" + id2}), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cs.create(testPod("db", "pg-0", uid2, map[string]string{"postgres": "cri-o://" + id2}))
 	want := Names{"db", "pg-0", "postgres", true, true}
 	waitFor(t, "the watched pod", func() bool { return r.Lookup(uid2, id2) == want })
 
 	// A deleted pod keeps its names until evicted.
-	if err := cs.CoreV1().Pods("db").Delete(ctx, "pg-0", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cs.remove(uid2)
 	waitFor(t, "the deletion", func() bool { _, ok := r.live.Peek(uid2); return !ok })
 	if got := r.Lookup(uid2, id2); got != want {
 		t.Errorf("Lookup of a deleted pod = %+v, want %+v", got, want)
@@ -86,13 +128,9 @@ func TestResolverFake(t *testing.T) {
 	for i := range 4 {
 		uid := strings.Repeat(string(rune('a'+i)), 8) + uid2[8:]
 		name := "tmp-" + string(rune('a'+i))
-		if _, err := cs.CoreV1().Pods("db").Create(ctx, testPod("db", name, uid, "node-a", nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		cs.create(testPod("db", name, uid, nil))
 		waitFor(t, "pod "+name, func() bool { return r.Lookup(uid, "").Resolved })
-		if err := cs.CoreV1().Pods("db").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		cs.remove(uid)
 		waitFor(t, "deletion of "+name, func() bool { _, ok := r.live.Peek(uid); return !ok })
 	}
 	if got, want := r.Lookup(uid2, id2), (Names{"", uid2, id2, false, false}); got != want {
@@ -117,7 +155,7 @@ func TestResolverNoAccess(t *testing.T) {
 		t.Errorf("log has %d warnings, want 2:\n%s", n, buf.String())
 	}
 	buf.Reset()
-	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(fake.NewClientset(), ""), Logger: log})
+	r, err := NewResolver(Options{Source: newMemSource(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +166,18 @@ func TestResolverNoAccess(t *testing.T) {
 }
 
 func TestPodMetaBounds(t *testing.T) {
-	p := testPod(strings.Repeat("n", 1000), "x", testUID, "n", nil)
+	p := testPod(strings.Repeat("n", 1000), "x", testUID, nil)
 	for i := range 2 * MaxContainers {
-		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, v1.ContainerStatus{Name: "c", ContainerID: "containerd://" + strings.Repeat("1", i%60+1)})
+		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, ContainerStatus{Name: "c", ContainerID: "containerd://" + strings.Repeat("1", i%60+1)})
 	}
-	p.Status.ContainerStatuses = []v1.ContainerStatus{
+	restarted := ContainerStatus{Name: "restarted", ContainerID: "containerd://new"}
+	restarted.LastState.Terminated = &struct {
+		ContainerID string `json:"containerID"`
+	}{ContainerID: "containerd://old"}
+	p.Status.ContainerStatuses = []ContainerStatus{
 		{Name: "bad", ContainerID: "no-scheme"},
 		{Name: "long", ContainerID: "containerd://" + strings.Repeat("a", maxIDLen+1)},
-		{Name: "restarted", ContainerID: "containerd://new", LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ContainerID: "containerd://old"}}},
+		restarted,
 	}
 	m := newPodMeta(p)
 	if len(m.namespace) != maxNameLen {
@@ -153,9 +195,9 @@ func TestPodMetaBounds(t *testing.T) {
 // the kubelet's hash of the manifest, which the mirror pod in the API
 // carries in its kubernetes.io/config.mirror annotation.
 func TestResolverMirrorPod(t *testing.T) {
-	p := testPod("kube-system", "etcd-node-a", testUID, "node-a", map[string]string{"etcd": "containerd://" + testID})
-	p.Annotations = map[string]string{v1.MirrorPodAnnotationKey: testHash}
-	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(fake.NewClientset(p), "node-a"), NodeName: "node-a"})
+	p := testPod("kube-system", "etcd-node-a", testUID, map[string]string{"etcd": "containerd://" + testID})
+	p.Metadata.Annotations = map[string]string{mirrorPodAnnotation: testHash}
+	r, err := NewResolver(Options{Source: newMemSource(p), NodeName: "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +213,7 @@ func TestResolverMirrorPod(t *testing.T) {
 }
 
 func BenchmarkLookup(b *testing.B) {
-	r, err := NewResolver(Options{ListWatch: kubefake.ListWatch(fake.NewClientset(testPod("web", "frontend-0", testUID, "node-a", map[string]string{"nginx": "containerd://" + testID})), "node-a"), NodeName: "node-a"})
+	r, err := NewResolver(Options{Source: newMemSource(testPod("web", "frontend-0", testUID, map[string]string{"nginx": "containerd://" + testID})), NodeName: "node-a"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -218,8 +260,8 @@ current-context: x
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "secret-token-value" || cfg.TLSClientConfig.CAFile != filepath.Join(dir, "ca.pem") {
-		t.Errorf("config: host %s, token set %v, CA file %s; want the file's, with the CA beside it", cfg.Host, cfg.BearerToken != "", cfg.TLSClientConfig.CAFile)
+	if cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "secret-token-value" || cfg.CAFile != filepath.Join(dir, "ca.pem") {
+		t.Errorf("config: host %s, token set %v, CA file %s; want the file's, with the CA beside it", cfg.Host, cfg.BearerToken != "", cfg.CAFile)
 	}
 
 	bad := filepath.Join(dir, "bad")

@@ -19,15 +19,14 @@
 package selfprobe
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"reflect"
-	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/procmaps"
 )
 
 // Path and Symbol are the uprobe target that means Mark: the section
@@ -83,23 +82,10 @@ func Offset() (exe string, off uint64, err error) {
 // line "start-end perms offset dev inode path", perms with x) that holds
 // address pc and returns pc's offset in that file.
 func fileOffset(maps []byte, pc uint64) (uint64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(maps))
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) < 6 || len(f[1]) < 3 || f[1][2] != 'x' || !bytes.HasPrefix(f[5], []byte("/")) {
-			continue
+	for _, m := range procmaps.Parse(maps) {
+		if m.Exec() && strings.HasPrefix(m.Path, "/") && pc >= m.Start && pc < m.End {
+			return pc - m.Start + m.Offset, true
 		}
-		lo, hi, ok := bytes.Cut(f[0], []byte("-"))
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(string(lo), 16, 64)
-		end, err2 := strconv.ParseUint(string(hi), 16, 64)
-		base, err3 := strconv.ParseUint(string(f[2]), 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil || pc < start || pc >= end {
-			continue
-		}
-		return pc - start + base, true
 	}
 	return 0, false
 }

@@ -206,7 +206,8 @@ func (st *state) add(now time.Time, snaps []*collector.Snapshot) {
 // (a byte UTF-8 never has), to buf[:0].
 func labelKey(buf []byte, f *collector.Family, i int) []byte {
 	buf = buf[:0]
-	for _, v := range f.LabelValues(i) {
+	var scratch [8]string
+	for _, v := range f.AppendLabelValues(scratch[:0], i) {
 		buf = append(buf, v...)
 		buf = append(buf, 0xff)
 	}

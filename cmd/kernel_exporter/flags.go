@@ -18,7 +18,6 @@ import (
 	"github.com/cilium/ebpf"
 	"go.opentelemetry.io/otel"
 	"golang.org/x/sys/unix"
-	"k8s.io/klog/v2"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
@@ -160,12 +159,9 @@ func checkFile(flag, path string) error {
 	return nil
 }
 
-// start prepares the process for loading: client-go's and the
-// OpenTelemetry SDK's logs go to log, and --bpf.stats turns statistics
-// on. The returned function undoes what start did.
+// start prepares the process for loading: the OpenTelemetry SDK's logs
+// go to log, and --bpf.stats turns statistics on. The returned function undoes what start did.
 func (f *loadFlags) start(log *slog.Logger) (stop func()) {
-	// client-go logs through klog: send it to this process' log.
-	klog.SetSlogLogger(log)
 	// The OpenTelemetry SDK reports what it cannot return to a caller (an
 	// attribute over a limit, an exporter's internal error) through its
 	// global handler, which prints with the standard log: send it here too.

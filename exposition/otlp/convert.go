@@ -105,9 +105,11 @@ func (c *converter) family(snap *collector.Snapshot, f *collector.Family) (metri
 		keys[i] = attribute.Key(n)
 	}
 	kv := make([]attribute.KeyValue, 0, len(keys))
+	values := make([]string, 0, len(keys))
 	attrs := func(i int) attribute.Set {
 		kv = kv[:0]
-		for j, v := range f.LabelValues(i) {
+		values = f.AppendLabelValues(values[:0], i)
+		for j, v := range values {
 			if v != "" {
 				kv = append(kv, keys[j].String(v))
 			}
