@@ -6,12 +6,13 @@
 // The OTLP profiles signal is still in development upstream (its protobuf
 // package is opentelemetry.proto.profiles.v1development): Collectors accept
 // it only with the feature gate service.profilesSupport. A profile is sent
-// as one ExportProfilesServiceRequest (written with the Collector's own
-// pdata/pprofile, of the version the tests' Collector is built from): one
-// resource (service.name kernel_exporter, host.name), one scope, one
-// profile, whose samples share the request's dictionary: the string,
-// function, mapping, location, stack and attribute tables, each with the
-// zero entry the specification reserves at index 0.
+// as one ExportProfilesServiceRequest of opentelemetry-proto v1.10.0 (the
+// version of the tests' Collector, v0.150.0), written field by field with
+// protowire (encode.go): one resource (service.name kernel_exporter,
+// service.version, host.name), one scope, one profile, whose samples share
+// the request's dictionary: the string, function, mapping, location, stack
+// and attribute tables, each with the zero entry the specification
+// reserves at index 0.
 //
 // Each sample's stack is innermost first, as in pprof; each location has
 // one line naming its function, and the mapping of its module (the ELF
@@ -23,11 +24,8 @@
 package otlpprofile
 
 import (
-	"fmt"
 	"os"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pprofile"
+	"strconv"
 
 	"github.com/kernel-exporter/kernel_exporter/profile"
 )
@@ -35,31 +33,61 @@ import (
 // ScopeName names the instrumentation scope of every profile sent.
 const ScopeName = "github.com/kernel-exporter/kernel_exporter/profile"
 
-// dict builds the dictionary tables, each entry once.
-type dict struct {
-	d         pprofile.ProfilesDictionary
-	strings   map[string]int32
-	mappings  map[string]int32
-	functions map[string]int32
-	locations map[[2]string]int32
-	stacks    map[string]int32
-	attrs     map[string]int32
+// Field numbers of opentelemetry.proto.profiles.v1development.ProfilesDictionary.
+const (
+	fDictMapping  = 1
+	fDictLocation = 2
+	fDictFunction = 3
+	fDictString   = 5
+	fDictAttr     = 6
+	fDictStack    = 7
+)
+
+// table is one dictionary table: its entries, already encoded as repeated
+// field num of ProfilesDictionary, and their count.
+type table struct {
+	num protoNum
+	buf message
+	n   int32
 }
 
-func newDict(d pprofile.ProfilesDictionary) *dict {
-	t := &dict{d: d, strings: map[string]int32{}, mappings: map[string]int32{}, functions: map[string]int32{},
-		locations: map[[2]string]int32{}, stacks: map[string]int32{}, attrs: map[string]int32{}}
-	// Index 0 of every table is the zero value.
+// add appends an entry (a message, or a string for the string table) and
+// returns its index.
+func (t *table) add(entry []byte) int32 {
+	t.buf.bytes(t.num, entry)
+	t.n++
+	return t.n - 1
+}
+
+// dict builds the dictionary tables, each entry once.
+type dict struct {
+	strs, mappings, functions, locations, stacks, attrs table
+
+	strIdx      map[string]int32
+	mappingIdx  map[string]int32
+	functionIdx map[string]int32
+	locationIdx map[[2]string]int32
+	stackIdx    map[string]int32
+	attrIdx     map[string]int32
+}
+
+func newDict() *dict {
+	t := &dict{
+		strs: table{num: fDictString}, mappings: table{num: fDictMapping}, functions: table{num: fDictFunction},
+		locations: table{num: fDictLocation}, stacks: table{num: fDictStack}, attrs: table{num: fDictAttr},
+		strIdx: map[string]int32{}, mappingIdx: map[string]int32{}, functionIdx: map[string]int32{},
+		locationIdx: map[[2]string]int32{}, stackIdx: map[string]int32{}, attrIdx: map[string]int32{},
+	}
+	// Index 0 of every table is the zero value: an empty string or message.
 	t.str("")
-	d.MappingTable().AppendEmpty()
-	d.FunctionTable().AppendEmpty()
-	d.LocationTable().AppendEmpty()
-	d.StackTable().AppendEmpty()
-	d.AttributeTable().AppendEmpty()
+	for _, tb := range []*table{&t.mappings, &t.functions, &t.locations, &t.stacks, &t.attrs} {
+		tb.add(nil)
+	}
+	t.stackIdx[""] = 0 // an empty stack is the zero entry
 	return t
 }
 
-// intern returns the index of key in m, or appends it with add (which
+// intern returns the index of key in m, or adds it with add (which
 // returns the new entry's index) the first time.
 func intern[K comparable](m map[K]int32, key K, add func() int32) int32 {
 	if i, ok := m[key]; ok {
@@ -71,37 +99,41 @@ func intern[K comparable](m map[K]int32, key K, add func() int32) int32 {
 }
 
 func (t *dict) str(s string) int32 {
-	return intern(t.strings, s, func() int32 {
-		t.d.StringTable().Append(s)
-		return int32(t.d.StringTable().Len() - 1)
-	})
+	return intern(t.strIdx, s, func() int32 { return t.strs.add([]byte(s)) })
 }
 
+// mapping: Mapping{filename_strindex 4}.
 func (t *dict) mapping(module string) int32 {
-	return intern(t.mappings, module, func() int32 {
-		t.d.MappingTable().AppendEmpty().SetFilenameStrindex(t.str(module))
-		return int32(t.d.MappingTable().Len() - 1)
+	return intern(t.mappingIdx, module, func() int32 {
+		var m message
+		m.int32(4, t.str(module))
+		return t.mappings.add(m)
 	})
 }
 
+// function: Function{name_strindex 1, system_name_strindex 2}.
 func (t *dict) function(name string) int32 {
-	return intern(t.functions, name, func() int32 {
-		f := t.d.FunctionTable().AppendEmpty()
-		f.SetNameStrindex(t.str(name))
-		f.SetSystemNameStrindex(t.str(name))
-		return int32(t.d.FunctionTable().Len() - 1)
+	return intern(t.functionIdx, name, func() int32 {
+		var m message
+		s := t.str(name)
+		m.int32(1, s)
+		m.int32(2, s)
+		return t.functions.add(m)
 	})
 }
 
+// location: Location{mapping_index 1, lines 3: Line{function_index 1}}.
 func (t *dict) location(f *profile.Frame) int32 {
-	return intern(t.locations, [2]string{f.Module, f.Function}, func() int32 {
-		l := t.d.LocationTable().AppendEmpty()
-		l.SetMappingIndex(t.mapping(f.Module))
-		l.Lines().AppendEmpty().SetFunctionIndex(t.function(f.Function))
-		return int32(t.d.LocationTable().Len() - 1)
+	return intern(t.locationIdx, [2]string{f.Module, f.Function}, func() int32 {
+		var m, line message
+		m.int32(1, t.mapping(f.Module))
+		line.int32(1, t.function(f.Function))
+		m.bytes(3, line)
+		return t.locations.add(m)
 	})
 }
 
+// stack: Stack{location_indices 1, packed}.
 func (t *dict) stack(frames []*profile.Frame) int32 {
 	idx := make([]int32, len(frames))
 	key := make([]byte, 0, 4*len(frames))
@@ -109,66 +141,133 @@ func (t *dict) stack(frames []*profile.Frame) int32 {
 		idx[n] = t.location(f)
 		key = append(key, byte(idx[n]), byte(idx[n]>>8), byte(idx[n]>>16), byte(idx[n]>>24))
 	}
-	return intern(t.stacks, string(key), func() int32 {
-		t.d.StackTable().AppendEmpty().LocationIndices().FromRaw(idx)
-		return int32(t.d.StackTable().Len() - 1)
+	return intern(t.stackIdx, string(key), func() int32 {
+		var m message
+		m.packedInt32(1, idx)
+		return t.stacks.add(m)
 	})
 }
 
-// attr returns the index of attribute key=v, v an int64 or a string.
-func (t *dict) attr(key string, v any) int32 {
-	return intern(t.attrs, fmt.Sprintf("%s\x00%T\x00%v", key, v, v), func() int32 {
-		a := t.d.AttributeTable().AppendEmpty()
-		a.SetKeyStrindex(t.str(key))
-		switch v := v.(type) {
-		case int64:
-			a.Value().SetInt(v)
-		case string:
-			a.Value().SetStr(v)
-		}
-		return int32(t.d.AttributeTable().Len() - 1)
+// attr: KeyValueAndUnit{key_strindex 1, value 2: AnyValue}.
+func (t *dict) attrInt(key string, v int64) int32 {
+	return intern(t.attrIdx, key+"\x00i"+strconv.FormatInt(v, 10), func() int32 {
+		var m message
+		m.int32(1, t.str(key))
+		m.bytes(2, anyInt(v))
+		return t.attrs.add(m)
 	})
 }
 
-// Convert returns p as OTLP profiles (see the package doc), with
-// resource attribute service.version set to version.
-func Convert(p *profile.Profile, version string) pprofile.Profiles {
-	out := pprofile.NewProfiles()
-	t := newDict(out.Dictionary())
-	rp := out.ResourceProfiles().AppendEmpty()
-	attrs := rp.Resource().Attributes()
-	attrs.PutStr("service.name", "kernel_exporter")
-	if version != "" {
-		attrs.PutStr("service.version", version)
+func (t *dict) attrStr(key, v string) int32 {
+	return intern(t.attrIdx, key+"\x00s"+v, func() int32 {
+		var m message
+		m.int32(1, t.str(key))
+		m.bytes(2, anyString(v))
+		return t.attrs.add(m)
+	})
+}
+
+// encode returns the ProfilesDictionary message, its tables in field order.
+func (t *dict) encode() message {
+	var m message
+	for _, tb := range []*table{&t.mappings, &t.locations, &t.functions, &t.strs, &t.attrs, &t.stacks} {
+		m = append(m, tb.buf...)
 	}
-	if h, err := os.Hostname(); err == nil {
-		attrs.PutStr("host.name", h)
-	}
-	sp := rp.ScopeProfiles().AppendEmpty()
-	sp.Scope().SetName(ScopeName)
-	sp.Scope().SetVersion(version)
-	pr := sp.Profiles().AppendEmpty()
-	pr.SetTime(pcommon.NewTimestampFromTime(p.Start))
-	pr.SetDurationNano(uint64(p.Duration.Nanoseconds()))
+	return m
+}
+
+// AnyValue{string_value 1} and AnyValue{int_value 3}: members of a oneof,
+// written even when zero.
+func anyString(v string) message {
+	var m message
+	m.bytes(1, []byte(v))
+	return m
+}
+
+func anyInt(v int64) message {
+	var m message
+	m.varintAlways(3, uint64(v))
+	return m
+}
+
+// keyValue: common.v1.KeyValue{key 1, value 2}, a string value.
+func keyValue(k, v string) message {
+	var m message
+	m.str(1, k)
+	m.bytes(2, anyString(v))
+	return m
+}
+
+// valueType: ValueType{type_strindex 1, unit_strindex 2}.
+func valueType(typ, unit int32) message {
+	var m message
+	m.int32(1, typ)
+	m.int32(2, unit)
+	return m
+}
+
+// Encode returns p as an ExportProfilesServiceRequest (see the package
+// doc), with resource attribute service.version set to version.
+func Encode(p *profile.Profile, version string) []byte {
+	t := newDict()
+
+	// Profile: sample_type 1, samples 2, time_unix_nano 3 (fixed64),
+	// duration_nano 4, period_type 5, period 6.
+	var pr message
 	switch p.Kind {
 	case profile.OffCPU:
-		pr.SampleType().SetTypeStrindex(t.str("off_cpu"))
-		pr.SampleType().SetUnitStrindex(t.str("nanoseconds"))
+		pr.bytes(1, valueType(t.str("off_cpu"), t.str("nanoseconds")))
 	default:
-		pr.SampleType().SetTypeStrindex(t.str("samples"))
-		pr.SampleType().SetUnitStrindex(t.str("count"))
-		pr.PeriodType().SetTypeStrindex(t.str("cpu"))
-		pr.PeriodType().SetUnitStrindex(t.str("nanoseconds"))
-		if p.Frequency > 0 {
-			pr.SetPeriod(1e9 / int64(p.Frequency))
-		}
+		pr.bytes(1, valueType(t.str("samples"), t.str("count")))
 	}
+	var attrs [2]int32
 	for i := range p.Samples {
 		s := &p.Samples[i]
-		ps := pr.Samples().AppendEmpty()
-		ps.SetStackIndex(t.stack(s.Stack))
-		ps.Values().Append(s.Value)
-		ps.AttributeIndices().Append(t.attr("process.pid", int64(s.PID)), t.attr("thread.name", s.Comm))
+		// Sample: stack_index 1, attribute_indices 2 (packed), values 4
+		// (packed).
+		var sm message
+		sm.int32(1, t.stack(s.Stack))
+		attrs[0], attrs[1] = t.attrInt("process.pid", int64(s.PID)), t.attrStr("thread.name", s.Comm)
+		sm.packedInt32(2, attrs[:])
+		sm.packedInt64(4, s.Value)
+		pr.bytes(2, sm)
 	}
-	return out
+	if !p.Start.IsZero() {
+		pr.fixed64(3, uint64(p.Start.UnixNano()))
+	}
+	pr.varint(4, uint64(p.Duration.Nanoseconds()))
+	if p.Kind != profile.OffCPU {
+		pr.bytes(5, valueType(t.str("cpu"), t.str("nanoseconds")))
+		if p.Frequency > 0 {
+			pr.varint(6, uint64(1e9/int64(p.Frequency)))
+		}
+	}
+
+	// Resource{attributes 1}.
+	var res message
+	res.bytes(1, keyValue("service.name", "kernel_exporter"))
+	if version != "" {
+		res.bytes(1, keyValue("service.version", version))
+	}
+	if h, err := os.Hostname(); err == nil {
+		res.bytes(1, keyValue("host.name", h))
+	}
+	// InstrumentationScope{name 1, version 2}.
+	var scope message
+	scope.str(1, ScopeName)
+	scope.str(2, version)
+	// ScopeProfiles{scope 1, profiles 2}.
+	var sp message
+	sp.bytes(1, scope)
+	sp.bytes(2, pr)
+	// ResourceProfiles{resource 1, scope_profiles 2}.
+	var rp message
+	rp.bytes(1, res)
+	rp.bytes(2, sp)
+
+	// ExportProfilesServiceRequest{resource_profiles 1, dictionary 2}.
+	var req message
+	req.bytes(1, rp)
+	req.bytes(2, t.encode())
+	return req
 }

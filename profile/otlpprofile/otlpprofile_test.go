@@ -5,12 +5,18 @@ package otlpprofile
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pprofile"
 	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
@@ -35,8 +41,7 @@ func synthetic() *profile.Profile {
 
 // folded walks the profiles' samples through the dictionary back to
 // "comm/pid;outer;...;inner" -> value.
-func folded(t *testing.T, ps pprofile.Profiles) map[string]int64 {
-	t.Helper()
+func folded(ps pprofile.Profiles) map[string]int64 {
 	d := ps.Dictionary()
 	str := func(i int32) string { return d.StringTable().At(int(i)) }
 	out := map[string]int64{}
@@ -66,20 +71,24 @@ func folded(t *testing.T, ps pprofile.Profiles) map[string]int64 {
 	return out
 }
 
-// TestConvertRoundTrip converts, marshals to protobuf, unmarshals, and
-// finds every sample's stack, process and value again, with the zero
-// entry at index 0 of each table and the sample and period types.
-func TestConvertRoundTrip(t *testing.T) {
-	b, err := pprofileotlp.NewExportRequestFromProfiles(Convert(synthetic(), "1.2.3")).MarshalProto()
-	if err != nil {
-		t.Fatal(err)
-	}
+// decode reads an encoded request with the Collector's own pdata, of the
+// version the tests' Collector is built from.
+func decode(t *testing.T, b []byte) pprofile.Profiles {
+	t.Helper()
 	req := pprofileotlp.NewExportRequest()
 	if err := req.UnmarshalProto(b); err != nil {
-		t.Fatal(err)
+		t.Fatalf("pdata cannot read the request: %v", err)
 	}
-	ps := req.Profiles()
-	got := folded(t, ps)
+	return req.Profiles()
+}
+
+// TestEncodeRoundTrip encodes, decodes with pdata, and finds every
+// sample's stack, process and value again, with the zero entry at index 0
+// of each table, the sample and period types, the time, and the resource
+// and scope.
+func TestEncodeRoundTrip(t *testing.T) {
+	ps := decode(t, Encode(synthetic(), "1.2.3"))
+	got := folded(ps)
 	want := map[string]int64{
 		"burn/42;main@/usr/bin/burn;burn_a@/usr/bin/burn":                                                   700,
 		"burn/42;main@/usr/bin/burn;burn_b@/usr/bin/burn":                                                   300,
@@ -112,9 +121,124 @@ func TestConvertRoundTrip(t *testing.T) {
 	if pr.DurationNano() != uint64(10*time.Second) || pr.Time().AsTime().Unix() != 1700000000 {
 		t.Errorf("time %v, duration %d ns", pr.Time(), pr.DurationNano())
 	}
-	if v, _ := ps.ResourceProfiles().At(0).Resource().Attributes().Get("service.version"); v.Str() != "1.2.3" {
+	attrs := ps.ResourceProfiles().At(0).Resource().Attributes()
+	if v, _ := attrs.Get("service.version"); v.Str() != "1.2.3" {
 		t.Errorf("service.version %q", v.Str())
 	}
+	if v, _ := attrs.Get("service.name"); v.Str() != "kernel_exporter" {
+		t.Errorf("service.name %q", v.Str())
+	}
+	if h, _ := os.Hostname(); h != "" {
+		if v, _ := attrs.Get("host.name"); v.Str() != h {
+			t.Errorf("host.name %q, want %q", v.Str(), h)
+		}
+	}
+	if sc := ps.ResourceProfiles().At(0).ScopeProfiles().At(0).Scope(); sc.Name() != ScopeName || sc.Version() != "1.2.3" {
+		t.Errorf("scope %q %q", sc.Name(), sc.Version())
+	}
+	if pr.Samples().Len() != 3 || ps.ProfileCount() != 1 {
+		t.Errorf("%d samples, %d profiles", pr.Samples().Len(), ps.ProfileCount())
+	}
+	// The same attribute (process.pid 42, thread.name burn) is one entry:
+	// 2 pids + 2 comms + 1 zero.
+	if n := d.AttributeTable().Len(); n != 5 {
+		t.Errorf("%d attributes, want 5", n)
+	}
+}
+
+// TestEncodeOffCPU: an off-CPU profile has sample type off_cpu/nanoseconds,
+// no period; pid 0 and an empty comm are still written (the attribute's
+// value is a oneof: zero is not absence), and an empty stack is stack 0's.
+func TestEncodeOffCPU(t *testing.T) {
+	p := &profile.Profile{Kind: profile.OffCPU, Start: time.Unix(1700000000, 5), Duration: time.Second,
+		Samples: []profile.Sample{{PID: 0, Comm: "", Value: 1 << 40, Count: 3}}}
+	ps := decode(t, Encode(p, ""))
+	d := ps.Dictionary()
+	str := d.StringTable().At
+	pr := ps.ResourceProfiles().At(0).ScopeProfiles().At(0).Profiles().At(0)
+	if st := pr.SampleType(); str(int(st.TypeStrindex())) != "off_cpu" || str(int(st.UnitStrindex())) != "nanoseconds" || pr.Period() != 0 {
+		t.Errorf("sample type %s/%s, period %d", str(int(st.TypeStrindex())), str(int(st.UnitStrindex())), pr.Period())
+	}
+	if pr.Time().AsTime().UnixNano() != 1700000000_000000005 {
+		t.Errorf("time %v", pr.Time())
+	}
+	s := pr.Samples().At(0)
+	if s.StackIndex() != 0 || s.Values().Len() != 1 || s.Values().At(0) != 1<<40 || s.AttributeIndices().Len() != 2 {
+		t.Fatalf("sample: stack %d, values %v, %d attributes", s.StackIndex(), s.Values().AsRaw(), s.AttributeIndices().Len())
+	}
+	for j := 0; j < 2; j++ {
+		a := d.AttributeTable().At(int(s.AttributeIndices().At(j)))
+		switch k, v := str(int(a.KeyStrindex())), a.Value(); k {
+		case "process.pid":
+			if v.Type() != pcommon.ValueTypeInt || v.Int() != 0 {
+				t.Errorf("process.pid: %s %v", v.Type(), v.AsRaw())
+			}
+		case "thread.name":
+			if v.Type() != pcommon.ValueTypeStr || v.Str() != "" {
+				t.Errorf("thread.name: %s %v", v.Type(), v.AsRaw())
+			}
+		default:
+			t.Errorf("attribute %q", k)
+		}
+	}
+	if _, ok := ps.ResourceProfiles().At(0).Resource().Attributes().Get("service.version"); ok {
+		t.Error("service.version set for an empty version")
+	}
+}
+
+// TestParseResponse reads partial successes, skips unknown fields, and
+// refuses truncated messages.
+func TestParseResponse(t *testing.T) {
+	er := pprofileotlp.NewExportResponse()
+	er.PartialSuccess().SetRejectedProfiles(3)
+	er.PartialSuccess().SetErrorMessage("too old")
+	b, err := er.MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := []byte{0x18, 0x05, 0x22, 0x01, 'x', 0x2d, 1, 2, 3, 4} // fields 3 varint, 4 bytes, 5 fixed32
+	for _, c := range []struct {
+		name string
+		in   []byte
+		want partialSuccess
+		err  bool
+	}{
+		{"empty", nil, partialSuccess{}, false},
+		{"partial", b, partialSuccess{3, "too old"}, false},
+		{"unknown fields", append(append([]byte{}, unknown...), b...), partialSuccess{3, "too old"}, false},
+		{"truncated", b[:len(b)-2], partialSuccess{}, true},
+		{"bad tag", []byte{0x00}, partialSuccess{}, true},
+	} {
+		got, err := parseResponse(c.in)
+		if (err != nil) != c.err || (!c.err && got != c.want) {
+			t.Errorf("%s: %+v, %v; want %+v, error %v", c.name, got, err, c.want, c.err)
+		}
+	}
+}
+
+// FuzzParseResponse: any response body gives a result or an error, never
+// a panic, and agrees with pdata on what it accepts.
+func FuzzParseResponse(f *testing.F) {
+	er := pprofileotlp.NewExportResponse()
+	er.PartialSuccess().SetRejectedProfiles(7)
+	er.PartialSuccess().SetErrorMessage("rejected")
+	b, _ := er.MarshalProto()
+	f.Add(b)
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x02, 0x08, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ps, err := parseResponse(b)
+		if err != nil {
+			return
+		}
+		er := pprofileotlp.NewExportResponse()
+		if er.UnmarshalProto(b) != nil {
+			return
+		}
+		if er.PartialSuccess().RejectedProfiles() != ps.rejected {
+			t.Errorf("rejected %d, pdata %d", ps.rejected, er.PartialSuccess().RejectedProfiles())
+		}
+	})
 }
 
 // TestSendHTTP sends to an OTLP/HTTP endpoint given by
@@ -132,7 +256,7 @@ func TestSendHTTP(t *testing.T) {
 		if err := req.UnmarshalProto(b); err != nil {
 			t.Errorf("unmarshal: %v", err)
 		}
-		got = folded(t, req.Profiles())
+		got = folded(req.Profiles())
 		w.WriteHeader(status)
 	}))
 	defer srv.Close()
@@ -156,6 +280,65 @@ func TestSendHTTP(t *testing.T) {
 	status = http.StatusBadRequest
 	if err := s.Send(context.Background(), synthetic()); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Errorf("HTTP 400: error %v", err)
+	}
+}
+
+// grpcServer is a profiles service answering with a partial success of
+// rejected profiles.
+type grpcServer struct {
+	pprofileotlp.UnimplementedGRPCServer
+	got      map[string]int64
+	auth     []string
+	rejected int64
+}
+
+func (g *grpcServer) Export(ctx context.Context, req pprofileotlp.ExportRequest) (pprofileotlp.ExportResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	g.auth = md.Get("authorization")
+	g.got = folded(req.Profiles())
+	resp := pprofileotlp.NewExportResponse()
+	if g.rejected > 0 {
+		resp.PartialSuccess().SetRejectedProfiles(g.rejected)
+		resp.PartialSuccess().SetErrorMessage("no room")
+	}
+	return resp, nil
+}
+
+// TestSendGRPC sends to pdata's gRPC profiles service: the request arrives
+// whole with the headers as metadata, and a partial success is an error
+// counting the rejected profiles.
+func TestSendGRPC(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	g := &grpcServer{}
+	pprofileotlp.RegisterGRPCServer(srv, g)
+	go srv.Serve(l)
+	defer srv.Stop()
+	t.Setenv("OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "http://"+l.Addr().String())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROFILES_HEADERS", "Authorization=Bearer%20y")
+	s, err := NewSender("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Send(ctx, synthetic()); err != nil {
+		t.Fatal(err)
+	}
+	if g.got["burn/42;main@/usr/bin/burn;burn_b@/usr/bin/burn"] != 300 || len(g.got) != 3 {
+		t.Errorf("received %v", g.got)
+	}
+	if len(g.auth) != 1 || g.auth[0] != "Bearer y" {
+		t.Errorf("authorization metadata %q", g.auth)
+	}
+	g.rejected = 1
+	if err := s.Send(ctx, synthetic()); err == nil || !strings.Contains(err.Error(), "1 profiles rejected: no room") {
+		t.Errorf("partial success: error %v", err)
 	}
 }
 

@@ -19,9 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-
-	"go.opentelemetry.io/collector/pdata/pprofile/pprofileotlp"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/otlpenv"
 	"github.com/kernel-exporter/kernel_exporter/profile"
@@ -29,6 +28,9 @@ import (
 
 // Signal is the signal name in the OTEL_EXPORTER_OTLP_<signal>_* variables.
 const Signal = "PROFILES"
+
+// GRPCMethod is the OTLP/gRPC profiles export method.
+const GRPCMethod = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
 // HTTPPath is the path of the OTLP/HTTP profiles export, appended to
 // OTEL_EXPORTER_OTLP_ENDPOINT (OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT is used
@@ -52,7 +54,6 @@ type Sender struct {
 	http    *http.Client
 	url     string
 	conn    *grpc.ClientConn
-	grpc    pprofileotlp.GRPCClient
 	headers map[string]string
 	version string
 }
@@ -113,7 +114,7 @@ func NewSender(version string) (*Sender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s=%q: %w", name, cut(endpoint), err)
 	}
-	s.conn, s.grpc = conn, pprofileotlp.NewGRPCClient(conn)
+	s.conn = conn
 	s.desc = fmt.Sprintf("OTLP grpc to %s (%s)", target, name)
 	return s, nil
 }
@@ -132,49 +133,63 @@ func (s *Sender) Close() error {
 // Send exports p; the error names the endpoint and the status, and
 // counts a partial success's rejected profiles.
 func (s *Sender) Send(ctx context.Context, p *profile.Profile) error {
-	req := pprofileotlp.NewExportRequestFromProfiles(Convert(p, s.version))
-	if s.grpc != nil {
+	req := Encode(p, s.version)
+	var resp []byte
+	if s.conn != nil {
 		if len(s.headers) > 0 {
 			ctx = metadata.NewOutgoingContext(ctx, metadata.New(s.headers))
 		}
-		resp, err := s.grpc.Export(ctx, req)
+		if err := s.conn.Invoke(ctx, GRPCMethod, req, &resp, grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallRecvMsgSize(maxResponse)); err != nil {
+			return fmt.Errorf("%s: %w", s.desc, err)
+		}
+	} else {
+		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(req))
+		if err != nil {
+			return err
+		}
+		hr.Header.Set("Content-Type", "application/x-protobuf")
+		for k, v := range s.headers {
+			hr.Header.Set(k, v)
+		}
+		hresp, err := s.http.Do(hr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.desc, err)
 		}
-		if n := resp.PartialSuccess().RejectedProfiles(); n > 0 {
-			return fmt.Errorf("%s: %d profiles rejected: %s", s.desc, n, cut(resp.PartialSuccess().ErrorMessage()))
+		defer hresp.Body.Close()
+		resp, _ = io.ReadAll(io.LimitReader(hresp.Body, maxResponse))
+		if hresp.StatusCode/100 != 2 {
+			return fmt.Errorf("%s: HTTP %s", s.desc, hresp.Status)
 		}
-		return nil
 	}
-	body, err := req.MarshalProto()
-	if err != nil {
-		return err
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	hr.Header.Set("Content-Type", "application/x-protobuf")
-	for k, v := range s.headers {
-		hr.Header.Set(k, v)
-	}
-	resp, err := s.http.Do(hr)
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.desc, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: HTTP %s", s.desc, resp.Status)
-	}
-	er := pprofileotlp.NewExportResponse()
-	if err := er.UnmarshalProto(data); err == nil {
-		if n := er.PartialSuccess().RejectedProfiles(); n > 0 {
-			return fmt.Errorf("%s: %d profiles rejected: %s", s.desc, n, cut(er.PartialSuccess().ErrorMessage()))
-		}
+	if ps, err := parseResponse(resp); err == nil && ps.rejected > 0 {
+		return fmt.Errorf("%s: %d profiles rejected: %s", s.desc, ps.rejected, cut(ps.message))
 	}
 	return nil
 }
+
+// rawCodec passes an encoded request ([]byte) and the response (into a
+// *[]byte) through gRPC as they are; its name keeps gRPC's content-type
+// application/grpc+proto.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.([]byte)
+	if !ok {
+		return nil, fmt.Errorf("otlpprofile: cannot marshal %T", v)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	p, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("otlpprofile: cannot unmarshal into %T", v)
+	}
+	*p = data.Materialize()
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
 
 // Run takes profiles of o.Duration back to back until ctx ends, and sends
 // each; timeout bounds each send. Errors are logged, and sampling goes on.
