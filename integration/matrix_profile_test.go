@@ -14,6 +14,7 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,7 +23,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/proftest"
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
@@ -44,7 +44,7 @@ func matrixProfile(t *testing.T, r *matrixRow, w *proftest.Workload, prog string
 	go func() { done <- p.cmd.Wait() }()
 	// Loading takes seconds under TCG (BTF, the verifier).
 	deadline := time.Now().Add(60 * time.Second)
-	for !profileAttached(t, prog, before) {
+	for !profileAttached(t, p.cmd.Process.Pid, prog, before) {
 		select {
 		case err := <-done:
 			matrixProfileFailed(t, r, p, err)
@@ -84,31 +84,28 @@ func matrixProfileFailed(t *testing.T, r *matrixRow, p *profileRun, err error) {
 }
 
 // profileAttached reports whether a program named name that was not in
-// before is loaded and, for off_cpu (tp_btf, whose attachment is a BPF
-// link on every kernel with BPF trampolines), attached. The on_cpu
-// program is attached to its perf events right after loading, through
-// ioctl before 5.15 (no link to look for): the CPU tests do not depend on
-// their first milliseconds.
-func profileAttached(t *testing.T, name string, before map[ebpf.ProgramID]bool) bool {
+// before is loaded and, for off_cpu, attached: the profile command (pid)
+// then holds a BPF link (tp_btf attaches through one on every kernel with
+// BPF trampolines). Its own descriptors are read, not the kernel's list of
+// links, where another process's link being freed answers EAGAIN (5.10).
+// The on_cpu program is attached to its perf events right after loading,
+// through ioctl before 5.15 (no link to look for): the CPU tests do not
+// depend on their first milliseconds.
+func profileAttached(t *testing.T, pid int, name string, before map[ebpf.ProgramID]bool) bool {
 	t.Helper()
-	var mine []ebpf.ProgramID
+	loaded := false
 	for id := range profilePrograms(t, name) {
-		if !before[id] {
-			mine = append(mine, id)
-		}
+		loaded = loaded || !before[id]
 	}
-	if len(mine) == 0 || name != "off_cpu" {
-		return len(mine) > 0
+	if !loaded || name != "off_cpu" {
+		return loaded
 	}
-	var it link.Iterator
-	defer it.Close()
-	for it.Next() {
-		if info, err := it.Link.Info(); err == nil && slices.Contains(mine, info.Program) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, _ := os.ReadDir(dir)
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && target == "anon_inode:bpf_link" {
 			return true
 		}
-	}
-	if err := it.Err(); err != nil {
-		t.Fatalf("BPF links: %v", err)
 	}
 	return false
 }
@@ -121,7 +118,7 @@ func holds(s profile.Sample, kernel bool, names ...string) bool {
 	})
 }
 
-// TestMatrixProfileCPU profiles (99 Hz, 4 s) a process built with frame
+// TestMatrixProfileCPU profiles (499 Hz, 4 s) a process built with frame
 // pointers that spends 70% of every 100 ms in burn_a and 30% in burn_b:
 // burn_a and burn_b are resolved from the binary's .symtab, with shares
 // within 10 points of 70% and 30% of at least 150 samples, and at least
@@ -130,8 +127,8 @@ func holds(s profile.Sample, kernel bool, names ...string) bool {
 func TestMatrixProfileCPU(t *testing.T) {
 	r := matrixReport(t, "profile (cpu)", "default")
 	w := proftest.Start(t, proftest.Build(t, filepath.Join(repoRoot, "profile/testdata/workload.c")), "burn", "0.7", "60")
-	p := matrixProfile(t, r, w, "on_cpu", "--duration=4s", "--frequency=99")
-	r.attach = "perf_event (cpu-clock 99 Hz)"
+	p := matrixProfile(t, r, w, "on_cpu", "--duration=4s", "--frequency=499")
+	r.attach = "perf_event (cpu-clock 499 Hz)"
 	var a, b, all, toMain int64
 	for _, s := range p.Samples {
 		if s.PID != w.PID {
@@ -150,9 +147,11 @@ func TestMatrixProfileCPU(t *testing.T) {
 			toMain += s.Value
 		}
 	}
-	// 4 s at 99 Hz is about 400 samples when the workload has the vCPU
-	// to itself: the shares' sampling error is then 2.3 points
-	// (sqrt(0.7*0.3/400)); at 150, 3.7 (the 10-point bound is 2.7 sigmas).
+	// 4 s at 499 Hz is up to 2000 samples: fewer under TCG (500 to 1400
+	// in 3 s), and on a loaded host where the workload gets a fraction of
+	// a CPU (12% at a load of 19 on 2 CPUs: 240). The shares' sampling
+	// error is sqrt(0.7*0.3/n): 1.3 points at 1200, 3.7 at 150 (the
+	// 10-point bound is then 2.7 sigmas).
 	if all < 150 {
 		t.Fatalf("%d samples of the workload, want at least 150", all)
 	}
@@ -173,8 +172,8 @@ func TestMatrixProfileCPU(t *testing.T) {
 // same address, which kallsyms may list first.
 var getpidFunctions = []string{"__x64_sys_getpid", "__ia32_sys_getpid", "__do_sys_getpid", "sys_getpid"}
 
-// TestMatrixProfileKernel profiles (499 Hz, 3 s) a process that calls
-// getpid() in a loop: at least 300 samples, at least 3 of them with getpid's
+// TestMatrixProfileKernel profiles (499 Hz, 5 s) a process that calls
+// getpid() in a loop: at least 100 samples, at least 3 of them with getpid's
 // own kernel function on the stack, resolved from /proc/kallsyms, and
 // under the system call entry (do_syscall_64) in most of those that
 // have a kernel stack; their user stacks reach the workload's main through
@@ -183,10 +182,13 @@ var getpidFunctions = []string{"__x64_sys_getpid", "__ia32_sys_getpid", "__do_sy
 func TestMatrixProfileKernel(t *testing.T) {
 	r := matrixReport(t, "profile (kernel stacks)", "default")
 	w := proftest.Start(t, proftest.Build(t, filepath.Join(repoRoot, "profile/testdata/workload.c")), "getpid", "60")
-	// 499 Hz: under TCG getpid's own function holds about 1% of the
-	// samples (the system call entry and exit are emulated at length),
-	// 3 of 295 at 99 Hz on 6.1; at 499 Hz about 15.
-	p := matrixProfile(t, r, w, "on_cpu", "--duration=3s", "--frequency=499")
+	// 499 Hz for 5 s: getpid's own function holds a few percent of the
+	// samples, and under TCG, where interrupts are taken between blocks
+	// of translated code, from 0.6% to 15% from one run to the next (9 to
+	// 168 of about 1450 in 3 s on 5.10); on a host where other BPF
+	// programs trace sys_exit, 6 of 101. The workload may also get a
+	// fraction of a loaded host's CPUs.
+	p := matrixProfile(t, r, w, "on_cpu", "--duration=5s", "--frequency=499")
 	r.attach = "perf_event (cpu-clock 499 Hz)"
 	var all, kern, entry, getpid, storm int64
 	var found []string
@@ -216,8 +218,8 @@ func TestMatrixProfileKernel(t *testing.T) {
 	r.result = fmt.Sprintf("%d samples: %d in the kernel, %d under do_syscall_64, %d in getpid (%s), %d of those reaching main",
 		all, kern, entry, getpid, strings.Join(found, ", "), storm)
 	t.Log(r.result)
-	if all < 300 || getpid < 3 {
-		t.Errorf("%d of %d samples hold one of %v, want at least 3 of at least 300", getpid, all, getpidFunctions)
+	if all < 100 || getpid < 3 {
+		t.Errorf("%d of %d samples hold one of %v, want at least 3 of at least 100", getpid, all, getpidFunctions)
 	}
 	if entry*2 < kern {
 		t.Errorf("%d of %d samples with a kernel stack are under do_syscall_64, want most", entry, kern)
