@@ -35,8 +35,9 @@ SELECTED=${KE_MATRIX_KERNELS-5.10 6.1}
 # (KE_MATRIX_DOWN, see docs/kernel-matrix.md for why; TCG has no PMU, so
 # ipc and llc are down on every guest)|tests to run (empty: $RUN). 5.10
 # runs the per-program status, the chains that fall back or are refused
-# there, and the loader's own checks; the TCP programs it runs like 6.1
-# are left to 6.1, to keep it within ~3 minutes of TCG.
+# there, the loader's own checks and the profile command; the TCP
+# programs it runs like 6.1 are left to 6.1, to keep it within ~3 minutes
+# of TCG.
 KERNELS=(
 	'5.10|^linux-image-5\.10\.0-[0-9]+-cloud-amd64-unsigned$|bullseye|fentry,kprobes|biolatency,funccount,funclatency,ipc,llc,packet_drops,runqlat,runqlat_cgroup,stackcount,syscalls|^TestMatrix(Programs|Funclatency|Funccount|Stackcount|AcceptLatency|FallbackChain|Requires|BTFPath|SoftirqRaise|RunqlatCgroup|AcceptPerProcess|PortExhaustion|DNSLatency|USDTLibbpf|ProfileCPU|ProfileKernel|ProfileOffCPU)$'
 	'6.1|^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$||fentry,kprobes|ipc,llc|'
