@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
@@ -218,8 +219,13 @@ func prepare(sp *ebpf.CollectionSpec, o Options, cpus int) (budget.Estimate, err
 	return est, nil
 }
 
-// load loads the program of o's kind and its maps.
+// load loads the program of o's kind and its maps. Kernels before 5.11
+// charge BPF maps to RLIMIT_MEMLOCK (64 KiB by default): the limit is
+// lifted first, as loader.Load does (the profile and top cpu commands load
+// nothing else); later kernels need nothing. Where it cannot be lifted
+// (no CAP_SYS_RESOURCE), the map creation's error says so.
 func load(sp *ebpf.CollectionSpec, o Options) (*objects, error) {
+	_ = rlimit.RemoveMemlock()
 	var objs objects
 	var err error
 	if o.Kind == CPU {

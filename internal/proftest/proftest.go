@@ -27,10 +27,22 @@ var (
 	built   = map[string]string{}
 )
 
+// PrebuiltEnv names the prebuilt workload that Build returns instead of
+// compiling: make test-kernels builds profile/testdata/workload.c static
+// on the host and sets it in its guests, which have no compiler.
+const PrebuiltEnv = "KE_PROFILE_WORKLOAD"
+
 // Build compiles the workload source src with gcc -O1
-// -fno-omit-frame-pointer once per test binary and returns the binary.
+// -fno-omit-frame-pointer once per test binary and returns the binary, or
+// returns $KE_PROFILE_WORKLOAD when that is set (src is then not read).
 func Build(t testing.TB, src string) string {
 	t.Helper()
+	if bin := os.Getenv(PrebuiltEnv); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("%s: %v", PrebuiltEnv, err)
+		}
+		return bin
+	}
 	if _, err := exec.LookPath("gcc"); err != nil {
 		testenv.SkipOrFail(t, "gcc is missing (make test-deps installs it)")
 	}

@@ -35,10 +35,11 @@ SELECTED=${KE_MATRIX_KERNELS-5.10 6.1}
 # (KE_MATRIX_DOWN, see docs/kernel-matrix.md for why; TCG has no PMU, so
 # ipc and llc are down on every guest)|tests to run (empty: $RUN). 5.10
 # runs the per-program status, the chains that fall back or are refused
-# there, and the loader's own checks; the TCP programs it runs like 6.1
-# are left to 6.1, to keep it within ~3 minutes of TCG.
+# there, the loader's own checks and the profile command; the TCP
+# programs it runs like 6.1 are left to 6.1, to keep it within ~3 minutes
+# of TCG.
 KERNELS=(
-	'5.10|^linux-image-5\.10\.0-[0-9]+-cloud-amd64-unsigned$|bullseye|fentry,kprobes|biolatency,funccount,funclatency,ipc,llc,packet_drops,runqlat,runqlat_cgroup,stackcount,syscalls|^TestMatrix(Programs|Funclatency|Funccount|Stackcount|AcceptLatency|FallbackChain|Requires|BTFPath|SoftirqRaise|RunqlatCgroup|AcceptPerProcess|PortExhaustion|DNSLatency|USDTLibbpf)$'
+	'5.10|^linux-image-5\.10\.0-[0-9]+-cloud-amd64-unsigned$|bullseye|fentry,kprobes|biolatency,funccount,funclatency,ipc,llc,packet_drops,runqlat,runqlat_cgroup,stackcount,syscalls|^TestMatrix(Programs|Funclatency|Funccount|Stackcount|AcceptLatency|FallbackChain|Requires|BTFPath|SoftirqRaise|RunqlatCgroup|AcceptPerProcess|PortExhaustion|DNSLatency|USDTLibbpf|ProfileCPU|ProfileKernel|ProfileOffCPU)$'
 	'6.1|^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$||fentry,kprobes|ipc,llc|'
 )
 
@@ -54,12 +55,15 @@ need() {
 		command -v "$c" >/dev/null || { echo "test-kernels: $c not found (make test-deps installs it)" >&2; exit 1; }
 	done
 }
-need qemu-system-x86_64 busybox apt-get dpkg gzip timeout
+need qemu-system-x86_64 busybox apt-get dpkg gzip timeout gcc
 [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 || { echo "test-kernels: /bin/busybox must be static (busybox-static)" >&2; exit 1; }
 
 log "building the static exporter and the integration tests"
 CGO_ENABLED=0 $GO build -trimpath -o "$BUILD/kernel_exporter" ./cmd/kernel_exporter
 CGO_ENABLED=0 $GO test -c -trimpath -o "$BUILD/integration.test" ./integration
+# The profile tests' workload (internal/proftest), static: the guests have
+# no compiler and no libc. The host leg compiles its own.
+gcc -static -O1 -fno-omit-frame-pointer -Wall -o "$BUILD/ke-profile-workload" profile/testdata/workload.c
 
 start=$(date +%s)
 log "host $(uname -r): running $RUN"
@@ -152,6 +156,7 @@ guest() {
 	cp /bin/busybox "$root/bin/busybox"
 	cp "$BUILD/kernel_exporter" "$root/bin/kernel_exporter"
 	cp "$BUILD/integration.test" "$root/it/integration.test"
+	cp "$BUILD/ke-profile-workload" "$root/bin/ke-profile-workload"
 	cp tools/kernel-matrix/guest-init "$root/init"
 	# The pci_* decoders' database (Debian's pci.ids, about 1.4 MB), for
 	# TestMatrixPCIConfigReads.
