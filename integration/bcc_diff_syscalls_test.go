@@ -191,9 +191,10 @@ func TestDiffSyscalls(t *testing.T) {
 // compareCounts checks per-syscall counts of ours against syscount's on
 // the same window: totals within 2%, each syscall within max(3, 2% of the
 // total) (issue 24's bucket criterion), and the storm's syscalls, made
-// steadily and only well inside the window, within max(3, 1% of their
-// count) and at least what the storm made. It logs every syscall with a
-// difference, and the busiest.
+// steadily and only well inside the window: ours at least what the storm
+// made, and within max(3, 1% of their count) of syscount's when syscount
+// saw every storm call too (a syscount below the storm lost calls: logged).
+// It logs every syscall with a difference, and the busiest.
 //
 // Other syscalls can differ by more than 2% of their own count: the
 // machine's other processes make them in bursts (a Go program starting
@@ -242,8 +243,17 @@ func compareCounts(t *testing.T, what string, ours, theirs map[string]uint64, st
 		}
 	}
 	for n, want := range storm {
-		if ours[n] < want || theirs[n] < want {
-			t.Errorf("%s: %s: ours %d, syscount %d, want both >= the storm's %d", what, n, ours[n], theirs[n], want)
+		if ours[n] < want {
+			t.Errorf("%s: %s: ours %d, want >= the storm's %d", what, n, ours[n], want)
+		}
+		if theirs[n] < want {
+			// The storm's own count is the truth: a syscount below it
+			// lost calls (under load, -e runs lost up to 1.4%: 148,162 of
+			// 150,000 openat calls, while we counted 150,241). The 2%
+			// criterion above still holds it; the 1% one is for two
+			// sides that both saw every call.
+			t.Logf("%s: %s: syscount %d, below the storm's %d (ours %d): syscount lost %d calls", what, n, theirs[n], want, ours[n], want-theirs[n])
+			continue
 		}
 		if d := math.Abs(float64(ours[n]) - float64(theirs[n])); d > math.Max(3, 0.01*float64(theirs[n])) {
 			t.Errorf("%s: %s (a storm syscall): ours %d, syscount %d: not within max(3, 1%%)", what, n, ours[n], theirs[n])
