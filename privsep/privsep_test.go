@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ type fakeOps struct {
 	// handover is what load hands over (pipes stand for maps, programs
 	// and links); released counts its releases.
 	handover func() loader.Handover
-	released int
+	released atomic.Int32
 }
 
 func (f *fakeOps) fd() (int, error) {
@@ -73,7 +74,7 @@ func (f *fakeOps) load(config, digest string) (loader.Handover, func(), error) {
 		return loader.Handover{}, nil, f.fail
 	}
 	h := f.handover()
-	return h, func() { f.released++; h.Close() }, nil
+	return h, func() { h.Close(); f.released.Add(1) }, nil
 }
 
 // pipeFD is a pipe's read end (standing for a kernel object).
@@ -339,8 +340,13 @@ func TestServeLoad(t *testing.T) {
 		}
 	}
 	h.Close()
-	if o.released != 1 {
-		t.Errorf("worker released its copies %d times, want 1", o.released)
+	// The worker releases its copies after its last message is sent: the
+	// client may read that message first.
+	for i := 0; i < 500 && o.released.Load() == 0; i++ {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if n := o.released.Load(); n != 1 {
+		t.Errorf("worker released its copies %d times, want 1", n)
 	}
 	o.fail = errors.New("rl.bpf.o: load: verifier rejected program")
 	if _, err := c.load("rl", bundledDigest, cfg); err == nil || !strings.Contains(err.Error(), "verifier rejected") {
