@@ -60,6 +60,10 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (nil: time.Now), for tests.
 	Now func() time.Time
+	// FirstListed, when set, is called once, after the first listing
+	// was taken in (and before its series are made): the serving process
+	// gives back there what that one-off work used (exporter.ReleaseMemory).
+	FirstListed func()
 }
 
 // Collector serves every BPF program and map of the host as metrics (see
@@ -210,7 +214,11 @@ func (c *Collector) list(ctx context.Context) *Listing {
 		return nil
 	}
 	c.listTook = now.Sub(t0)
+	first := c.listed == nil
 	c.update(l, now)
+	if first && c.opts.FirstListed != nil {
+		c.opts.FirstListed()
+	}
 	return l
 }
 
