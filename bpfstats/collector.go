@@ -60,9 +60,10 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (nil: time.Now), for tests.
 	Now func() time.Time
-	// FirstListed, when set, is called once, after the first listing
-	// was taken in (and before its series are made): the serving process
-	// gives back there what that one-off work used (exporter.ReleaseMemory).
+	// FirstListed, when set, is called once, at the end of the first
+	// scrape or measuring window that listed: the serving process gives
+	// back there what that one-off work (taking in a first listing,
+	// making every series) used (exporter.ReleaseMemory).
 	FirstListed func()
 }
 
@@ -85,6 +86,7 @@ type Collector struct {
 	listedAt            time.Time
 	listTook            time.Duration
 	listErrs            uint64
+	released            bool // FirstListed was called
 	lastErrAt           time.Time
 	// The window in progress: when its first listing started (zero: none).
 	winStart time.Time
@@ -214,11 +216,7 @@ func (c *Collector) list(ctx context.Context) *Listing {
 		return nil
 	}
 	c.listTook = now.Sub(t0)
-	first := c.listed == nil
 	c.update(l, now)
-	if first && c.opts.FirstListed != nil {
-		c.opts.FirstListed()
-	}
 	return l
 }
 
@@ -359,6 +357,7 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 	if c.list(ctx) == nil {
 		return
 	}
+	c.firstDone()
 	c.winStart = t0
 	for _, st := range c.progs {
 		st.base.ok = st.goneAt.IsZero()
@@ -537,6 +536,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(listDurationDesc, c.listTook.Seconds())
 	counter(listErrorsDesc, float64(c.listErrs))
+	c.firstDone()
+}
+
+// firstDone calls Options.FirstListed once, at the end of the first
+// Collect or window that listed: after the one-off work of taking in a
+// first listing and making every series. Called with c.mu held.
+func (c *Collector) firstDone() {
+	if c.released || c.listed == nil {
+		return
+	}
+	c.released = true
+	if c.opts.FirstListed != nil {
+		c.opts.FirstListed()
+	}
 }
 
 // isArray reports whether maps of type t always hold max_entries entries.
