@@ -539,7 +539,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.firstDone()
 }
 
-// firstDone calls Options.FirstListed once, at the end of the first
+// firstDone starts Options.FirstListed once, at the end of the first
 // Collect or window that listed: after the one-off work of taking in a
 // first listing and making every series. Called with c.mu held.
 func (c *Collector) firstDone() {
@@ -548,7 +548,8 @@ func (c *Collector) firstDone() {
 	}
 	c.released = true
 	if c.opts.FirstListed != nil {
-		c.opts.FirstListed()
+		// Off the scrape's path: the scrape is not delayed by it.
+		go c.opts.FirstListed()
 	}
 }
 
