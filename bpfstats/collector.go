@@ -60,6 +60,11 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (nil: time.Now), for tests.
 	Now func() time.Time
+	// FirstListed, when set, is called once, at the end of the first
+	// scrape or measuring window that listed: the serving process gives
+	// back there what that one-off work (taking in a first listing,
+	// making every series) used (exporter.ReleaseMemory).
+	FirstListed func()
 }
 
 // Collector serves every BPF program and map of the host as metrics (see
@@ -81,6 +86,7 @@ type Collector struct {
 	listedAt            time.Time
 	listTook            time.Duration
 	listErrs            uint64
+	released            bool // FirstListed was called
 	lastErrAt           time.Time
 	// The window in progress: when its first listing started (zero: none).
 	winStart time.Time
@@ -138,10 +144,7 @@ type progState struct {
 	runTime, runs float64
 	// rate is the CPU s/s of its last window, perRun the ns per run.
 	rate, perRun float64
-	// static are its series whose value does not change, made for the
-	// labels of key (series).
-	static []prometheus.Metric
-	key    string
+	series       progSeries
 }
 
 // mapState is what the collector keeps of one map.
@@ -151,8 +154,7 @@ type mapState struct {
 	config   string
 	users    []uint32
 	overflow bool
-	static   []prometheus.Metric
-	key      string
+	series   mapSeries
 }
 
 // New returns a Collector with opts; nothing is listed until a scrape or
@@ -355,6 +357,7 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 	if c.list(ctx) == nil {
 		return
 	}
+	c.firstDone()
 	c.winStart = t0
 	for _, st := range c.progs {
 		st.base.ok = st.goneAt.IsZero()
@@ -504,27 +507,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if st.overflow {
 			continue
 		}
-		lv := st.series(id)
-		counter(runSecondsDesc, st.runTime, lv...)
-		counter(runsDesc, st.runs, lv...)
-		for _, m := range st.static {
-			ch <- m
-		}
+		st.collect(id, ch)
 	}
 	for id, st := range c.maps {
 		if st.overflow {
 			continue
 		}
-		lv := st.series(id)
-		if dynamicMemory(st.m) {
-			gauge(mapMemoryDesc, float64(st.m.Memlock), lv...)
-		}
-		if st.m.Entries >= 0 && !isArray(st.m.Type) {
-			gauge(mapEntriesDesc, float64(st.m.Entries), lv...)
-		}
-		for _, m := range st.static {
-			ch <- m
-		}
+		st.collect(id, ch)
 	}
 	if o := c.overflow; o.seen {
 		ov := []string{collector.OverflowValue, collector.OverflowValue, collector.OverflowValue, collector.OverflowValue}
@@ -547,52 +536,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(listDurationDesc, c.listTook.Seconds())
 	counter(listErrorsDesc, float64(c.listErrs))
+	c.firstDone()
 }
 
-// series returns the labels of program id's series, and makes again its
-// series whose value never changes (instructions, JIT size, info) when a
-// label changed since they were made: they are sent as they are at each
-// scrape.
-func (st *progState) series(id uint32) []string {
-	ids := strconv.FormatUint(uint64(id), 10)
-	owner := label(st.owner.Comm)
-	lv := []string{ids, st.p.Name, ProgType(st.p.Type), owner}
-	info := []string{ids, st.p.Name, ProgType(st.p.Type), fmt.Sprintf("%x", st.p.Tag), st.linkType, label(st.link),
-		strconv.Itoa(st.links), owner, pidLabel(st.owner.PID), label(st.owner.Cgroup), label(st.owner.Pod), label(st.config)}
-	if key := strings.Join(info, "\x00"); key != st.key {
-		st.key = key
-		st.static = []prometheus.Metric{
-			prometheus.MustNewConstMetric(insnsDesc, prometheus.GaugeValue, float64(st.p.VerifiedInsns), lv...),
-			prometheus.MustNewConstMetric(jitedDesc, prometheus.GaugeValue, float64(st.p.JitedBytes), lv...),
-			prometheus.MustNewConstMetric(progInfoDesc, prometheus.GaugeValue, 1, info...),
-		}
+// firstDone starts Options.FirstListed once, at the end of the first
+// Collect or window that listed: after the one-off work of taking in a
+// first listing and making every series. Called with c.mu held.
+func (c *Collector) firstDone() {
+	if c.released || c.listed == nil {
+		return
 	}
-	return lv
-}
-
-// series is progState.series for a map: max_entries, entries, info, and
-// its memory unless it changes (dynamicMemory).
-func (st *mapState) series(id uint32) []string {
-	ids := strconv.FormatUint(uint64(id), 10)
-	owner := label(st.owner.Comm)
-	lv := []string{ids, st.m.Name, MapType(st.m.Type), owner}
-	info := []string{ids, st.m.Name, MapType(st.m.Type), strconv.FormatUint(uint64(st.m.KeySize), 10),
-		strconv.FormatUint(uint64(st.m.ValueSize), 10), "0x" + strconv.FormatUint(uint64(st.m.Flags), 16), idList(st.users, 16),
-		owner, pidLabel(st.owner.PID), label(st.owner.Cgroup), label(st.owner.Pod), label(st.config)}
-	if key := strings.Join(info, "\x00") + "\x00" + strconv.FormatUint(st.m.Memlock, 10); key != st.key {
-		st.key = key
-		st.static = []prometheus.Metric{
-			prometheus.MustNewConstMetric(mapMaxDesc, prometheus.GaugeValue, float64(st.m.MaxEntries), lv...),
-			prometheus.MustNewConstMetric(mapInfoDesc, prometheus.GaugeValue, 1, info...),
-		}
-		if isArray(st.m.Type) {
-			st.static = append(st.static, prometheus.MustNewConstMetric(mapEntriesDesc, prometheus.GaugeValue, float64(st.m.MaxEntries), lv...))
-		}
-		if !dynamicMemory(st.m) {
-			st.static = append(st.static, prometheus.MustNewConstMetric(mapMemoryDesc, prometheus.GaugeValue, float64(st.m.Memlock), lv...))
-		}
+	c.released = true
+	if c.opts.FirstListed != nil {
+		// Off the scrape's path: the scrape is not delayed by it.
+		go c.opts.FirstListed()
 	}
-	return lv
 }
 
 // isArray reports whether maps of type t always hold max_entries entries.

@@ -248,15 +248,25 @@ func (e *Exporter) Start(ctx context.Context) {
 		// only start-up ran): drop it and give it back to the system now
 		// rather than over the next minutes.
 		loader.ReleaseKernelTypes()
-		debug.FreeOSMemory()
-		if _, err := textpages.Release(); err != nil {
-			e.log.Debug("cannot release the executable's start-up pages", "err", err)
-		}
+		ReleaseMemory(e.log)
 	}()
 	go func() {
 		<-ctx.Done()
 		e.once.Do(func() { close(e.loaded) })
 	}()
+}
+
+// ReleaseMemory gives the heap memory the process no longer uses back to
+// the system and drops the executable's code and read-only pages from it
+// (those serving runs fault back in): at the end of one-off work, start-up
+// or the host BPF collector's first listing, so that its garbage and code
+// do not stay resident until the runtime's scavenger gets to them, or ever.
+// It takes a garbage collection (a few ms at the default set's heap).
+func ReleaseMemory(log *slog.Logger) {
+	debug.FreeOSMemory()
+	if _, err := textpages.Release(); err != nil {
+		log.Debug("cannot release the executable's pages", "err", err)
+	}
 }
 
 // Loaded is closed when every config's load has ended (up or down) or timed

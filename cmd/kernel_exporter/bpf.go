@@ -52,7 +52,8 @@ func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, log
 		lister = bpfstats.NewEnumerator(bpfstats.Limits{})
 	}
 	return bpfstats.New(bpfstats.Options{Lister: lister, TTL: f.ttl, MaxPrograms: f.maxPrograms, MaxMaps: f.maxMaps,
-		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log})
+		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log,
+		FirstListed: func() { exporter.ReleaseMemory(log) }})
 }
 
 // podOf returns bpfstats.Options.Pod through the kube decoders' pod
