@@ -123,7 +123,9 @@ var ErrNotFolded = errors.New("not folded stacks")
 // comm (as bcc and stackcollapse-perf.pl write it); frames ending in "_[k]"
 // are kernel frames. Counts must be non-negative integers (a decimal count,
 // which flamegraph.pl allows, is rounded down); a line with two counts
-// (difffolded.pl's output) takes the second. Empty lines are skipped.
+// (difffolded.pl's output) takes the second, unless the first would leave
+// no frame (then it is part of the comm, which may hold spaces and
+// digits: " 0 5" is comm " 0", count 5). Empty lines are skipped.
 // Errors name the line; more than MaxFoldedLines lines, a line longer than
 // MaxFoldedLine bytes or with more than MaxFoldedFrames frames is an error.
 func ParseFolded(r io.Reader, k Kind) (*Profile, error) {
@@ -143,7 +145,7 @@ func ParseFolded(r io.Reader, k Kind) (*Profile, error) {
 			continue
 		}
 		stack, count, ok := splitCount(line)
-		if s2, _, ok2 := splitCount(stack); ok && ok2 {
+		if s2, _, ok2 := splitCount(stack); ok && ok2 && len(s2) > 0 {
 			stack = s2 // difffolded.pl: "stack base new"
 		}
 		if !ok || len(stack) == 0 {
