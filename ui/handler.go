@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,16 @@ const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 // other than GET and HEAD, 400 to a bad since (naming the parameter and
 // value) and 404 to any other path.
 func Handler(s *Sampler) http.Handler {
+	return pages(Path, "index.html", []string{"ui.css", "ui.js"}, map[string]http.HandlerFunc{
+		"data": func(w http.ResponseWriter, r *http.Request) { serveData(w, r, s) },
+	})
+}
+
+// pages serves, under prefix, the embedded asset index (at prefix
+// itself), the assets named in files, and the paths of dynamic by their
+// handlers, each with the pages' security headers; 405 to methods but
+// GET and HEAD, 404 to any other path.
+func pages(prefix, index string, files []string, dynamic map[string]http.HandlerFunc) http.Handler {
 	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
@@ -55,15 +66,14 @@ func Handler(s *Sampler) http.Handler {
 		h.Set("Content-Security-Policy", csp)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
-		name := strings.TrimPrefix(r.URL.Path, Path)
-		switch name {
-		case "data":
-			serveData(w, r, s)
+		name := strings.TrimPrefix(r.URL.Path, prefix)
+		if serve := dynamic[name]; serve != nil {
+			serve(w, r)
 			return
-		case "":
-			name = "index.html"
-		case "ui.css", "ui.js":
-		default:
+		}
+		if name == "" {
+			name = index
+		} else if !slices.Contains(files, name) {
 			http.NotFound(w, r)
 			return
 		}
@@ -82,37 +92,7 @@ func Handler(s *Sampler) http.Handler {
 // live page's security headers; 405 to methods but GET and HEAD, 404 to
 // any other path. The page fetches package profile's /profile/ endpoints.
 func ProfileHandler() http.Handler {
-	sub, err := fs.Sub(assets, "assets")
-	if err != nil {
-		panic(err) // the embedded tree is fixed at build time
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		name := strings.TrimPrefix(r.URL.Path, ProfilePath)
-		switch name {
-		case "":
-			name = "profile.html"
-		case "flame.js", "flame.css":
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		b, err := fs.ReadFile(sub, name)
-		if err != nil {
-			http.NotFound(w, r)
-			return
-		}
-		h := w.Header()
-		h.Set("Content-Security-Policy", csp)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-cache")
-		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
-	})
+	return pages(ProfilePath, "profile.html", []string{"flame.js", "flame.css"}, nil)
 }
 
 func serveData(w http.ResponseWriter, r *http.Request, s *Sampler) {
