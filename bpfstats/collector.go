@@ -114,6 +114,54 @@ func (s *slots) take() bool {
 
 func (s *slots) free() { s.used-- }
 
+// slotted is a program's or map's state: whether it is in the overflow
+// sums rather than served one by one.
+type slotted interface {
+	*progState | *mapState
+	overflowed() *bool
+}
+
+func (st *progState) overflowed() *bool { return &st.overflow }
+func (st *mapState) overflowed() *bool  { return &st.overflow }
+
+// admit brings states to the ids of a listing, in its order: an unlisted
+// state for which expire says so is deleted (its slot freed first, so
+// that new objects can take it), overflowed states take the slots freed,
+// lowest id first, and a new id gets a state made by fresh, served if a
+// slot is free (seen records an overflow). It returns the listed states,
+// in the listing's order.
+func admit[S slotted](states map[uint32]S, ids []uint32, sl *slots, seen *bool, expire func(S) bool, fresh func() S) []S {
+	listed := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		listed[id] = true
+	}
+	for id, st := range states {
+		if !listed[id] && expire(st) {
+			if !*st.overflowed() {
+				sl.free()
+			}
+			delete(states, id)
+		}
+	}
+	for _, id := range ids {
+		if st, ok := states[id]; ok && *st.overflowed() && sl.take() {
+			*st.overflowed() = false
+		}
+	}
+	out := make([]S, len(ids))
+	for i, id := range ids {
+		st, ok := states[id]
+		if !ok {
+			st = fresh()
+			*st.overflowed() = !sl.take()
+			*seen = *seen || *st.overflowed()
+			states[id] = st
+		}
+		out[i] = st
+	}
+	return out
+}
+
 // overflowSums are the sums of the programs and maps not served one by
 // one.
 type overflowSums struct {
@@ -235,42 +283,22 @@ func (c *Collector) update(l *Listing, now time.Time) {
 	for _, k := range l.Links {
 		links[k.ProgID] = append(links[k.ProgID], k)
 	}
-	// Programs gone first, so that their slots are free for new ones.
-	listed := make(map[uint32]bool, len(l.Programs))
-	for _, p := range l.Programs {
-		listed[p.ID] = true
+	// Programs gone first, so that their slots are free for new ones. An
+	// overflowed program's counts are in the overflow sums already:
+	// nothing of it is served, so it goes at once; others after TTL.
+	ids := make([]uint32, len(l.Programs))
+	for i, p := range l.Programs {
+		ids[i] = p.ID
 	}
-	for id, st := range c.progs {
-		if listed[id] {
-			continue
-		}
+	progs := admit(c.progs, ids, &c.progSlots, &c.overflow.seen, func(st *progState) bool {
 		if st.goneAt.IsZero() {
 			st.goneAt = now
 		}
-		// An overflowed program's counts are in the overflow sums
-		// already: nothing of it is served.
-		if st.overflow || now.Sub(st.goneAt) >= c.opts.TTL {
-			if !st.overflow {
-				c.progSlots.free()
-			}
-			delete(c.progs, id)
-		}
-	}
-	// Overflowed programs take the slots freed, lowest id first: their
-	// counts so far stay in the overflow sums, their own series start at 0.
-	for _, p := range l.Programs {
-		if st := c.progs[p.ID]; st != nil && st.overflow && c.progSlots.take() {
-			st.overflow = false
-		}
-	}
+		return st.overflow || now.Sub(st.goneAt) >= c.opts.TTL
+	}, func() *progState { return &progState{} })
 	c.overflow.programs, c.overflow.insns, c.overflow.jited = int(l.More[0]), 0, 0
-	for _, p := range l.Programs {
-		st := c.progs[p.ID]
-		if st == nil {
-			st = &progState{overflow: !c.progSlots.take()}
-			c.overflow.seen = c.overflow.seen || st.overflow
-			c.progs[p.ID] = st
-		}
+	for i, p := range l.Programs {
+		st := progs[i]
 		st.p, st.goneAt = p, time.Time{}
 		if holdersOK {
 			h := ph[p.ID]
@@ -296,32 +324,15 @@ func (c *Collector) update(l *Listing, now time.Time) {
 	mh := mapHolders(l, ph)
 	users := mapUsers(l)
 	c.overflow.maps, c.overflow.memory, c.overflow.max = int(l.More[1]), 0, 0
-	// Maps have no counters: a gone map's series go at once (first, so
-	// that its slot is free for a new one).
-	live := make(map[uint32]bool, len(l.Maps))
-	for _, m := range l.Maps {
-		live[m.ID] = true
+	// Maps have no counters: a gone map's series go at once.
+	ids = make([]uint32, len(l.Maps))
+	for i, m := range l.Maps {
+		ids[i] = m.ID
 	}
-	for id, st := range c.maps {
-		if !live[id] {
-			if !st.overflow {
-				c.mapSlots.free()
-			}
-			delete(c.maps, id)
-		}
-	}
-	for _, m := range l.Maps {
-		if st := c.maps[m.ID]; st != nil && st.overflow && c.mapSlots.take() {
-			st.overflow = false
-		}
-	}
-	for _, m := range l.Maps {
-		st := c.maps[m.ID]
-		if st == nil {
-			st = &mapState{overflow: !c.mapSlots.take()}
-			c.overflow.seen = c.overflow.seen || st.overflow
-			c.maps[m.ID] = st
-		}
+	maps := admit(c.maps, ids, &c.mapSlots, &c.overflow.seen, func(*mapState) bool { return true },
+		func() *mapState { return &mapState{} })
+	for i, m := range l.Maps {
+		st := maps[i]
 		st.m, st.users = m, users[m.ID]
 		if holdersOK {
 			h := mh[m.ID]
