@@ -5,9 +5,12 @@ package integration
 import (
 	"context"
 	"os/exec"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
@@ -45,4 +48,28 @@ func chromiumBrowser(t *testing.T, chromium string) context.Context {
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc(); cancelTimeout() })
 	return ctx
+}
+
+// recordRequests records the URL of every request the page in ctx makes
+// from now on; the returned function gives those made so far.
+func recordRequests(t *testing.T, ctx context.Context, chromium string) func() []string {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		requests []string
+	)
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if r, ok := ev.(*network.EventRequestWillBeSent); ok {
+			mu.Lock()
+			requests = append(requests, r.Request.URL)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatalf("start chromium %s: %v", chromium, err)
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(requests)
+	}
 }

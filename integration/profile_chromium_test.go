@@ -15,11 +15,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -66,19 +64,7 @@ func TestProfileChromium(t *testing.T) {
 	w70 := startProfWorkload(t, "burn", "0.7", "20")
 	w70.Begin()
 	ctx := chromiumBrowser(t, chromiumPath)
-	var (
-		mu       sync.Mutex
-		requests []string
-	)
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if r, ok := ev.(*network.EventRequestWillBeSent); ok {
-			mu.Lock()
-			requests = append(requests, r.Request.URL)
-			mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatalf("start chromium %s: %v", chromiumPath, err)
-	}
+	requests := recordRequests(t, ctx, chromiumPath)
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.URL+"/ui/profile/")); err != nil {
 		t.Fatalf("open %s/ui/profile/: %v", e.URL, err)
 	}
@@ -300,9 +286,8 @@ func TestProfileChromium(t *testing.T) {
 	}
 	checkDiff(fmt.Sprintf("#%d against an upload of #%d (%d folded lines)", id30, id70, len(lines)), "profile-diff-upload.png")
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, u := range requests {
+	reqs := requests()
+	for _, u := range reqs {
 		p, err := url.Parse(u)
 		if err != nil || p.Host != self.Host || p.Scheme != self.Scheme {
 			t.Errorf("page requested %q, not the exporter at %s", u, self.Host)

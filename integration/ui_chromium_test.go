@@ -12,11 +12,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -67,19 +65,7 @@ func TestUIChromium(t *testing.T) {
 
 	ctx := chromiumBrowser(t, chromiumPath)
 
-	var (
-		mu       sync.Mutex
-		requests []string
-	)
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if r, ok := ev.(*network.EventRequestWillBeSent); ok {
-			mu.Lock()
-			requests = append(requests, r.Request.URL)
-			mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatalf("start chromium %s: %v", chromiumPath, err)
-	}
+	requests := recordRequests(t, ctx, chromiumPath)
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.URL+"/ui/#biolatency")); err != nil {
 		t.Fatalf("open %s/ui/: %v", e.URL, err)
 	}
@@ -206,12 +192,11 @@ func TestUIChromium(t *testing.T) {
 		t.Errorf("/ui/data: no biolatency observation in the ring after %d O_DIRECT syscalls", ioCalls)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(requests) < 3 {
-		t.Errorf("page made %d requests (%v), want the page, its assets and data", len(requests), requests)
+	reqs := requests()
+	if len(reqs) < 3 {
+		t.Errorf("page made %d requests (%v), want the page, its assets and data", len(reqs), reqs)
 	}
-	for _, u := range requests {
+	for _, u := range reqs {
 		p, err := url.Parse(u)
 		if err != nil || p.Host != self.Host || p.Scheme != self.Scheme {
 			t.Errorf("page requested %q, not the exporter at %s", u, self.Host)
