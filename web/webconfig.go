@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	config_util "github.com/prometheus/common/config"
@@ -89,7 +90,7 @@ func loadWebConfig(path string) (*webConfig, []watched, error) {
 		HTTPConfig: toolkit.HTTPConfig{HTTP2: true},
 	}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return nil, files, bad(unquoted(err))
+		return nil, files, bad(redacted(err))
 	}
 	wc := &webConfig{http2: c.HTTPConfig.HTTP2, headers: c.HTTPConfig.Header, users: map[string][]byte{}}
 	for k, v := range c.HTTPConfig.Header {
@@ -138,7 +139,7 @@ func loadWebConfig(path string) (*webConfig, []watched, error) {
 	}
 	cfg, err := toolkit.ConfigToTLSConfig(&tc)
 	if err != nil {
-		return nil, files, bad(fmt.Errorf("tls_server_config: %w", err))
+		return nil, files, bad(fmt.Errorf("tls_server_config: %w", redacted(err)))
 	}
 	// Parse the certificate once, not at every handshake.
 	cert, err := cfg.GetCertificate(nil)
@@ -150,15 +151,69 @@ func loadWebConfig(path string) (*webConfig, []watched, error) {
 	return wc, files, nil
 }
 
-// quoted is a value yaml.v2 quotes in an error ("cannot unmarshal !!str
-// `...` into ...").
-var quoted = regexp.MustCompile("`[^`]*`")
+// redacted returns err's text without any value of the file: a web config
+// holds password hashes and may hold a private key inline, and errors never
+// quote a file's content. yaml.v2's type errors keep their line, tag and
+// Go type ("line 3: cannot unmarshal !!str into web.Config"), its strict
+// field errors their line and type (and the key when it is snake_case, as
+// the web config's own keys are), and exporter-toolkit's value errors
+// ("unknown cipher: ...") their kind; anything else loses what it quotes
+// between backquotes or after a quoting prefix.
+func redacted(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		lines := make([]string, len(te.Errors))
+		for i, l := range te.Errors {
+			lines[i] = redactLine(l)
+		}
+		return errors.New("yaml: unmarshal errors:\n  " + strings.Join(lines, "\n  "))
+	}
+	return errors.New(redactLine(err.Error()))
+}
 
-// unquoted returns err's text without the values yaml.v2 quotes: a web
-// config holds password hashes and may hold a private key inline, and
-// errors never quote a file's content.
-func unquoted(err error) error {
-	return errors.New(quoted.ReplaceAllString(err.Error(), "a value"))
+var (
+	// yaml.v2: "line N: cannot unmarshal TAG[ `VALUE`] into TYPE"; the
+	// value may hold backquotes and " into ", the type holds neither.
+	typeErr = regexp.MustCompile(`^(line \d+: cannot unmarshal \S+) .* into (\S+)$`)
+	// yaml.v2 strict: "line N: field KEY not found in type TYPE" and
+	// "line N: field KEY already set in type TYPE".
+	fieldErr = regexp.MustCompile(`^(line \d+): field (.*) (not found|already set) in type (\S+)$`)
+	// configKey is a key shaped as the web config's own (snake_case): a
+	// misspelt one is named, any other key is not.
+	configKey = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+	// yaml.v2: "line N: key KEY already set in map".
+	dupErr = regexp.MustCompile(`^(line \d+): key .* already set in map$`)
+)
+
+// valuePrefixes are the error texts exporter-toolkit follows with the
+// file's value.
+var valuePrefixes = []string{"unknown cipher: ", "unknown curve: ", "unknown TLS version: ", "invalid ClientAuth: "}
+
+func redactLine(l string) string {
+	if m := typeErr.FindStringSubmatch(l); m != nil {
+		return m[1] + " into " + m[2]
+	}
+	if m := fieldErr.FindStringSubmatch(l); m != nil {
+		if configKey.MatchString(m[2]) {
+			return l
+		}
+		return m[1] + ": a field " + m[3] + " in type " + m[4]
+	}
+	if m := dupErr.FindStringSubmatch(l); m != nil {
+		return m[1] + ": key set twice"
+	}
+	for _, p := range valuePrefixes {
+		if i := strings.Index(l, p); i >= 0 {
+			return l[:i] + strings.TrimSuffix(p, ": ") + " (value not shown)"
+		}
+	}
+	if i, j := strings.IndexByte(l, '`'), strings.LastIndexByte(l, '`'); i >= 0 {
+		if j == i {
+			j = len(l) - 1
+		}
+		return l[:i] + "a value" + l[j+1:]
+	}
+	return l
 }
 
 // CheckConfigFile checks the --web.config.file as loadWebConfig does: the

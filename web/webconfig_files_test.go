@@ -280,8 +280,42 @@ func FuzzWebConfig(f *testing.F) {
 			t.Fatal(err)
 		}
 		_, _, err := loadWebConfig(path)
-		if err != nil && strings.Contains(err.Error(), "`") {
+		if err != nil && (strings.Contains(err.Error(), "`") || strings.Contains(err.Error(), "SECRET")) {
 			t.Errorf("error quotes the file: %v", err)
 		}
 	})
+}
+
+// TestWebConfigErrorsRedacted puts a secret in every place whose parse
+// error would quote it: each error names the file and line or field, and
+// never the value.
+func TestWebConfigErrorsRedacted(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, "tls")
+	for _, tc := range []struct{ yml, want string }{
+		{"SECRET-----BEGIN\n", "line 1: cannot unmarshal !!str into web.Config"},
+		{"a`SECRET`b into x\n", "line 1: cannot unmarshal !!str into web.Config"},
+		{"basic_auth_users: SEC`RET\n", "line 1: cannot unmarshal !!str into map[string]config.Secret"},
+		{"SECRET: 1\n", "line 1: a field not found in type web.Config"},
+		{"tls_server_confg: {}\nSECRET: 1\n", "line 1: field tls_server_confg not found in type web.Config"},
+		{"basic_auth_users:\n  a: x\n  a: SECRET\n", "line 3: key set twice"},
+		{"tls_server_config:\n  min_version: SECRET\n", "unknown TLS version (value not shown)"},
+		{"tls_server_config:\n  cipher_suites: [SECRET]\n", "unknown cipher (value not shown)"},
+		{"tls_server_config:\n  curve_preferences: [SECRET]\n", "unknown curve (value not shown)"},
+		{"tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n  client_auth_type: SECRET\n", "invalid ClientAuth (value not shown)"},
+	} {
+		path := filepath.Join(dir, "web.yml")
+		if err := os.WriteFile(path, []byte(tc.yml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := loadWebConfig(path)
+		if err == nil {
+			t.Errorf("%q: loaded, want an error", tc.yml)
+			continue
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "SECRET") || strings.Contains(msg, "SEC`") || !strings.Contains(msg, tc.want) || !strings.Contains(msg, path) {
+			t.Errorf("%q: error %q, want the path and %q without the value", tc.yml, msg, tc.want)
+		}
+	}
 }
