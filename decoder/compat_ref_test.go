@@ -66,6 +66,7 @@ func TestCompatKsym(t *testing.T) {
 	e.Compat = true
 	runCases(t, mustNew(t, e, config.Decoder{Name: "ksym"}, 8), []decodeCase{
 		{name: "known", in: u64(0xffffffff81000305), out: "tcp_sendmsg"},
+		{name: "padding, as the reference names it", in: u64(0xffffffff810002f4), out: "__pfx_tcp_sendmsg"},
 		{name: "before first", in: u64(0xffffffff80000000), out: "unknown_addr:0xffffffff80000000"},
 		{name: "zero", in: u64(0), out: "unknown_addr:0x0"},
 		{name: "module", in: u64(0xffffffffc0a01050), out: "nf_hook_slow\t[nf_tables]"},

@@ -29,6 +29,12 @@ type kallsyms struct {
 // kallsyms returns the Env's symbol table, reading it on first use. A failed
 // read is remembered: the file does not change while the exporter runs,
 // except for modules, which a restart (or a new Env) picks up.
+//
+// The table leaves out the padding before each function and the kCFI
+// preambles (see isPadding) unless e.Compat: no instruction pointer or
+// function pointer is in them, and on Linux 6.2+ they are half of the
+// table's symbols and names (57,851 of 122,166 symbols, 1.56 of 2.97 MB of
+// names on Linux 6.18).
 func (e *Env) kallsyms() (*kallsyms, error) {
 	e.ksymsOnce.Do(func() {
 		file := e.procPath("kallsyms")
@@ -37,12 +43,25 @@ func (e *Env) kallsyms() (*kallsyms, error) {
 			e.ksymsErr = err
 			return
 		}
-		e.ksyms, e.ksymsErr = parseKallsymsAs(data, e.Compat)
+		skip := isPadding
+		if e.Compat {
+			skip = nil // the reference lists every symbol
+		}
+		e.ksyms, e.ksymsErr = parseKallsymsSkip(data, e.Compat, skip)
 		if e.ksymsErr != nil {
 			e.ksymsErr = fmt.Errorf("%s: %w", file, e.ksymsErr)
 		}
 	})
 	return e.ksyms, e.ksymsErr
+}
+
+// isPadding tells the symbols that name no code a frame or a function
+// pointer can be in: the padding before each function (__pfx_, Linux 6.2+
+// with CONFIG_FUNCTION_PADDING_CFI) and the kCFI preambles (__cfi_, Linux
+// 6.1+ with CONFIG_CFI_CLANG). An address in one resolves to the function
+// before it.
+func isPadding(name []byte) bool {
+	return bytes.HasPrefix(name, []byte("__pfx_")) || bytes.HasPrefix(name, []byte("__cfi_"))
 }
 
 // Bounds of a kallsyms table (see parseKallsyms).

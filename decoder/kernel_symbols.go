@@ -3,7 +3,6 @@
 package decoder
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 
@@ -51,9 +50,7 @@ func ReadKernelSymbols(procRoot string) (*KernelSymbols, error) {
 	if len(data) > bounded.MaxKallsyms {
 		return nil, &bounded.Error{Path: file, What: "kernel symbol table", Limit: bounded.MaxKallsyms, Err: bounded.ErrTooLarge}
 	}
-	k, err := parseKallsymsSkip(data, false, func(name []byte) bool {
-		return bytes.HasPrefix(name, []byte("__pfx_")) || bytes.HasPrefix(name, []byte("__cfi_"))
-	})
+	k, err := parseKallsymsSkip(data, false, isPadding)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}

@@ -15,7 +15,8 @@ import (
 )
 
 // testKallsyms is a small kallsyms file: out of order (modules first),
-// with aliases, a percpu symbol at 0, a malformed line and a module suffix.
+// with aliases, a percpu symbol at 0, a malformed line, a module suffix, a
+// function's padding (__pfx_) and a kCFI preamble (__cfi_).
 const testKallsyms = `ffffffffc0a01100 t nft_do_chain	[nf_tables]
 ffffffffc0a01000 t nf_hook_slow	[nf_tables]
 0000000000000000 A fixed_percpu_data
@@ -26,7 +27,9 @@ ffffffff81000010 T entry_SYSCALL_64
 ffffffff81000100 t do_syscall_64
 ffffffff81000200 T __x64_sys_sendto
 not a symbol line
+ffffffff810002f0 t __pfx_tcp_sendmsg
 ffffffff81000300 T tcp_sendmsg
+ffffffff810003f0 t __cfi_tcp_push_one
 ffffffff81000400 T tcp_push_one
 ffffffff81000500 W weak_func
 ffffffff81000600 U undefined_sym
@@ -49,6 +52,8 @@ func TestKsym(t *testing.T) {
 		{name: "exact", in: u64(0xffffffff81000300), out: "tcp_sendmsg"},
 		{name: "inside", in: u64(0xffffffff81000305), out: "tcp_sendmsg"},
 		{name: "local", in: u64(0xffffffff810001ff), out: "do_syscall_64"},
+		{name: "padding: the function before", in: u64(0xffffffff810002f4), out: "__x64_sys_sendto"},
+		{name: "kCFI preamble: the function before", in: u64(0xffffffff810003f0), out: "tcp_sendmsg"},
 		{name: "weak", in: u64(0xffffffff81000501), out: "weak_func"},
 		{name: "undefined skipped", in: u64(0xffffffff81000600), out: "weak_func"},
 		{name: "alias: global, fewest underscores", in: u64(0xffffffff81000000), out: "_stext"},
@@ -91,7 +96,7 @@ func TestKsymErrors(t *testing.T) {
 }
 
 func TestParseKallsyms(t *testing.T) {
-	k, err := parseKallsyms([]byte(testKallsyms))
+	k, err := parseKallsymsSkip([]byte(testKallsyms), false, isPadding)
 	if err != nil {
 		t.Fatal(err)
 	}
