@@ -234,6 +234,8 @@ test-kernels: test-deps
 #   make bench-idle      resident memory after a few scrapes and CPU time of
 #                        the built binary with the default programs, idle
 #                        (no scrapes) for IDLE_SECONDS
+#   make bench-startup   time from exec to the first scrape, default
+#                        programs, 10 start-ups
 #
 # BENCH_TIME (default 5x) is go test -benchtime for the collect benchmarks;
 # OVERHEAD_SECONDS (default 10) is how long the workload runs (also per
@@ -249,7 +251,7 @@ MEMORY_COUNT     ?= 1
 IDLE_SECONDS     ?= 300
 REF_EXPORTER     ?=
 
-.PHONY: bench bench-overhead bench-budget bench-profile bench-bcc bench-memory bench-idle
+.PHONY: bench bench-overhead bench-budget bench-profile bench-bcc bench-memory bench-idle bench-startup
 
 bench:
 	CGO_ENABLED=0 $(GO) test -run '^$$' -bench 'Collect|ReadOnly' -benchtime $(BENCH_TIME) -timeout 60m ./collector/
@@ -274,6 +276,10 @@ bench-memory: build
 bench-idle: build
 	KERNEL_EXPORTER_BINARY=$(CURDIR)/$(BINARY) KE_IDLE_SECONDS=$(IDLE_SECONDS) CGO_ENABLED=0 \
 		$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 60m ./integration/
+
+bench-startup: build
+	KERNEL_EXPORTER_BINARY=$(CURDIR)/$(BINARY) CGO_ENABLED=0 \
+		$(GO) test -run '^$$' -bench '^BenchmarkStartup$$' -benchtime 10x -timeout 10m ./integration/
 
 # ---------------------------------------------------------------------------
 # End of benchmarks section
