@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/config"
 )
 
 // MaxWebFile bounds the --web.config.file and each file it names
@@ -97,7 +97,7 @@ func loadWebConfig(path string) (*webConfig, []watched, error) {
 	for k, v := range c.HTTPConfig.Header {
 		allowed, ok := configurableHeaders[k]
 		if !ok {
-			return nil, files, bad(fmt.Errorf("http_server_config.headers: header %s cannot be set", nameOf(k, headerName)))
+			return nil, files, bad(fmt.Errorf("http_server_config.headers: header %s cannot be set", config.Quote(k)))
 		}
 		if allowed != nil && !slices.Contains(allowed, v) {
 			return nil, files, bad(fmt.Errorf("http_server_config.headers: %s must be one of %q", k, allowed))
@@ -107,7 +107,7 @@ func loadWebConfig(path string) (*webConfig, []watched, error) {
 	for user, hash := range c.Users {
 		cost, err := bcrypt.Cost([]byte(hash))
 		if err != nil {
-			return nil, files, bad(fmt.Errorf("basic_auth_users: user %s: %w", nameOf(user, userName), hashError(err)))
+			return nil, files, bad(fmt.Errorf("basic_auth_users: user %s: %w", config.Quote(user), hashError(err)))
 		}
 		maxCost = max(maxCost, cost)
 		wc.users[user] = []byte(hash)
@@ -185,25 +185,6 @@ var (
 	// yaml.v2: "line N: key KEY already set in map".
 	dupErr = regexp.MustCompile(`^(line \d+): key .* already set in map$`)
 )
-
-var (
-	// headerName is the shape of an HTTP header name (RFC 9110's token,
-	// letters, digits and '-' only): a header that cannot be set is named
-	// when it has it.
-	headerName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,63}$`)
-	// userName is the shape of a user name an error names.
-	userName = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
-)
-
-// nameOf returns a key of the web config for an error: quoted when it has
-// the shape a real one has, else a placeholder, since the key may be
-// anything the file holds.
-func nameOf(key string, shape *regexp.Regexp) string {
-	if shape.MatchString(key) {
-		return strconv.Quote(key)
-	}
-	return "(a name not shown)"
-}
 
 // hashError returns bcrypt's error for a password hash without the byte
 // of the hash that some of them quote.
