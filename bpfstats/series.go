@@ -74,10 +74,9 @@ type progSource struct {
 	insns, jited   uint32
 }
 
-// progSeries are a program's series.
+// progSeries are a program's series (none made yet while runTime is nil).
 type progSeries struct {
 	src           progSource
-	made          bool
 	runTime, runs *cachedMetric
 	static        []prometheus.Metric // values that do not change: instructions, JIT size, info
 }
@@ -87,8 +86,8 @@ func (st *progState) collect(id uint32, ch chan<- prometheus.Metric) {
 	s := &st.series
 	src := progSource{name: st.p.Name, typ: st.p.Type, tag: st.p.Tag, linkType: st.linkType, link: st.link,
 		links: st.links, owner: st.owner, config: st.config, insns: st.p.VerifiedInsns, jited: st.p.JitedBytes}
-	if !s.made || src != s.src {
-		s.src, s.made = src, true
+	if s.runTime == nil || src != s.src {
+		s.src = src
 		ids := strconv.FormatUint(uint64(id), 10)
 		owner := label(st.owner.Comm)
 		lv := []string{ids, st.p.Name, ProgType(st.p.Type), owner}
@@ -123,11 +122,10 @@ type mapSource struct {
 	config                         string
 }
 
-// mapSeries are a map's series.
+// mapSeries are a map's series (none made yet while static is nil).
 type mapSeries struct {
 	src             mapSource
 	users           []uint32
-	made            bool
 	memory, entries *cachedMetric // nil when fixed (in static) or not served
 	static          []prometheus.Metric
 }
@@ -142,8 +140,8 @@ func (st *mapState) collect(id uint32, ch chan<- prometheus.Metric) {
 	if !dynamic {
 		src.memlock = st.m.Memlock
 	}
-	if !s.made || src != s.src || !slices.Equal(st.users, s.users) {
-		s.src, s.users, s.made = src, slices.Clone(st.users), true
+	if s.static == nil || src != s.src || !slices.Equal(st.users, s.users) {
+		s.src, s.users = src, slices.Clone(st.users)
 		ids := strconv.FormatUint(uint64(id), 10)
 		owner := label(st.owner.Comm)
 		lv := []string{ids, st.m.Name, MapType(st.m.Type), owner}
