@@ -70,7 +70,8 @@ type Options struct {
 // Run is the hist or top command. It starts exp (whose only source is
 // o.Program), waits for the load to end, reads a baseline, then every
 // o.Interval reads again and prints the interval (hist: WriteHist per
-// histogram; top: WriteTop), o.Count times or until ctx is done (Ctrl-C).
+// histogram, then the programs that ran 0 times in it; top: WriteTop),
+// o.Count times or until ctx is done (Ctrl-C).
 // It returns ExitOK or ExitFailed; on return the terminal is restored and
 // exp is closed, which detaches and unloads every program and map.
 func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
