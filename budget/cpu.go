@@ -81,6 +81,9 @@ type Program interface {
 type Config struct {
 	Name     string
 	Programs []Program
+	// ProgramNames names Programs, index for index ("<function> (section
+	// <section>)"), for LastIdle; nil leaves them out of it.
+	ProgramNames []string
 }
 
 // Target is the exporter as the supervisor sees it.
@@ -188,6 +191,9 @@ type CPU struct {
 	lastRates  map[string]float64
 	lastWindow time.Duration
 	lastEnd    time.Time
+	// The programs that ran 0 times in the last window, by config; see
+	// LastIdle.
+	lastIdle map[string][]string
 }
 
 // trip is the backoff state of one config.
@@ -246,6 +252,7 @@ func (s *CPU) Run(ctx context.Context) {
 func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	s.reattachDue()
 	window, _ := s.window()
+	statsOn := s.opts.StatsOn
 	if !s.opts.StatsOn {
 		closer, err := s.enable()
 		if err != nil {
@@ -259,6 +266,7 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 				s.log.Warn("CPU budget: cannot turn BPF run-time statistics on (BPF_ENABLE_STATS needs CAP_SYS_ADMIN, held by the privileged helper or kept with --capabilities.keep=sys_admin): measuring only while kernel.bpf_stats_enabled is 1; or use --bpf.stats", "err", err)
 			}
 		} else {
+			statsOn = true
 			defer closer.Close()
 			s.mu.Lock()
 			recovered := s.warnedOn
@@ -275,12 +283,12 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 		o.WindowStart(ctx, s.opts.StatsOn)
 	}
 	configs := s.target.Configs()
-	start := readRunTimes(configs)
+	start, startRuns := readRunTimes(configs)
 	t0 := s.clock.Now()
 	if err := s.clock.Sleep(ctx, window); err != nil {
 		return nil
 	}
-	end := readRunTimes(s.target.Configs())
+	end, endRuns := readRunTimes(s.target.Configs())
 	elapsed := s.clock.Now().Sub(t0)
 	for _, o := range s.opts.Observers {
 		o.WindowEnd(ctx, s.opts.Period, s.opts.StatsOn)
@@ -288,6 +296,11 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	rates := Rates(configs, start, end, elapsed)
 	s.mu.Lock()
 	s.lastRates, s.lastWindow, s.lastEnd = rates, elapsed, s.clock.Now()
+	s.lastIdle = nil
+	if statsOn {
+		// Without statistics no count moves: that says nothing.
+		s.lastIdle = idlePrograms(configs, startRuns, endRuns)
+	}
 	s.mu.Unlock()
 	names := make([]string, 0, len(rates))
 	for n := range rates {
@@ -302,17 +315,42 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	return rates
 }
 
-// runTimes are the run times read at one instant, by program.
-type runTimes map[Program]time.Duration
+// runTimes are the run times read at one instant, by program; runCounts
+// the run counts.
+type (
+	runTimes  map[Program]time.Duration
+	runCounts map[Program]uint64
+)
 
-// readRunTimes reads the run time of every program of configs; a program
-// whose statistics cannot be read is left out.
-func readRunTimes(configs []Config) runTimes {
-	out := runTimes{}
+// readRunTimes reads the run time and count of every program of configs;
+// a program whose statistics cannot be read is left out.
+func readRunTimes(configs []Config) (runTimes, runCounts) {
+	out, runs := runTimes{}, runCounts{}
 	for _, c := range configs {
 		for _, p := range c.Programs {
 			if st, err := p.Stats(); err == nil {
 				out[p] = st.Runtime
+				runs[p] = st.RunCount
+			}
+		}
+	}
+	return out, runs
+}
+
+// idlePrograms returns, by config, the names of the programs (of those
+// named, read at both ends) whose run count did not move between start
+// and end.
+func idlePrograms(configs []Config, start, end runCounts) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range configs {
+		for i, p := range c.Programs {
+			if i >= len(c.ProgramNames) {
+				break
+			}
+			a, ok1 := start[p]
+			b, ok2 := end[p]
+			if ok1 && ok2 && a == b {
+				out[c.Name] = append(out[c.Name], c.ProgramNames[i])
 			}
 		}
 	}
@@ -440,6 +478,24 @@ func (s *CPU) LastRates() (rates map[string]float64, window time.Duration, end t
 	return rates, s.lastWindow, s.lastEnd
 }
 
+// LastIdle returns, by config, the programs (as Config.ProgramNames names
+// them) that ran 0 times in the last whole measuring window, whose length
+// and end LastRates gives. It is nil before the first window ends and
+// when statistics could not be turned on for it (no count moves then).
+// The map is the caller's.
+func (s *CPU) LastIdle() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastIdle == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(s.lastIdle))
+	for n, v := range s.lastIdle {
+		out[n] = append([]string(nil), v...)
+	}
+	return out
+}
+
 // Detached reports whether config is waiting for its re-attach, and its
 // trip count.
 func (s *CPU) Detached(config string) (bool, int) {
@@ -464,6 +520,7 @@ func StatusConfigs(status *collector.Status) func() []Config {
 			for _, p := range st.Programs {
 				if p.Attached && p.Prog != nil {
 					c.Programs = append(c.Programs, p.Prog)
+					c.ProgramNames = append(c.ProgramNames, p.Name+" (section "+p.Section+")")
 				}
 			}
 			out = append(out, c)

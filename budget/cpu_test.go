@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,13 +26,16 @@ type fakeProg struct {
 	runtime time.Duration
 	rate    float64
 	err     error
+	// runs advances by perSec runs per second of the fake clock.
+	runs   uint64
+	perSec float64
 }
 
 func (p *fakeProg) Stats() (*ebpf.ProgramStats, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	return &ebpf.ProgramStats{Runtime: p.runtime}, nil
+	return &ebpf.ProgramStats{Runtime: p.runtime, RunCount: p.runs}, nil
 }
 
 // fakeClock advances only when slept on; every program advances with it.
@@ -49,6 +53,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	if c.statsOn == nil || *c.statsOn > 0 {
 		for _, p := range c.progs {
 			p.runtime += time.Duration(p.rate * float64(d))
+			p.runs += uint64(p.perSec * d.Seconds())
 		}
 	}
 	return ctx.Err()
@@ -77,8 +82,9 @@ func (f *fakeExporter) target() Target {
 					continue
 				}
 				c := Config{Name: n}
-				for _, p := range f.configs[n] {
+				for i, p := range f.configs[n] {
 					c.Programs = append(c.Programs, p)
+					c.ProgramNames = append(c.ProgramNames, fmt.Sprintf("%s/%d", n, i))
 				}
 				out = append(out, c)
 			}
@@ -414,6 +420,30 @@ func TestLastRates(t *testing.T) {
 	r["a"] = 99
 	if r2, _, _ := s.LastRates(); !near(r2["a"], 0.03) {
 		t.Errorf("LastRates shares its map with the caller")
+	}
+}
+
+// TestLastIdle checks that LastIdle names the programs whose run count did
+// not move in the last window, and nothing when statistics could not be
+// turned on for it.
+func TestLastIdle(t *testing.T) {
+	s, clk, _, _ := setup(t)
+	if idle := s.LastIdle(); idle != nil {
+		t.Fatalf("LastIdle before any window = %v, want nil", idle)
+	}
+	for i, p := range clk.progs {
+		if i != 1 { // a's second program never runs
+			p.perSec = 1000
+		}
+	}
+	s.Step(context.Background())
+	if idle := s.LastIdle(); !reflect.DeepEqual(idle, map[string][]string{"a": {"a/1"}}) {
+		t.Errorf("LastIdle = %v, want a: [a/1]", idle)
+	}
+	s.enable = func() (io.Closer, error) { return nil, errors.New("EPERM") }
+	s.Step(context.Background())
+	if idle := s.LastIdle(); idle != nil {
+		t.Errorf("LastIdle of a window without statistics = %v, want nil", idle)
 	}
 }
 

@@ -35,6 +35,9 @@ type State struct {
 	// nothing chose a destination for them.
 	Spans     string
 	SpansSent bool
+	// Warnings are what an author should fix although the config loads
+	// (loader.LicenseWarning), shown by --config.check and logged.
+	Warnings []string
 }
 
 // ProgramState is one BPF program of a config.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
+	"github.com/kernel-exporter/kernel_exporter/runcount"
 )
 
 // Exit codes returned by Run.
@@ -49,7 +51,9 @@ type Options struct {
 // then is reported as such and makes the result ExitFailed.
 //
 // Run returns ExitOK or ExitFailed (see the package documentation).
-// Configs that are not up are named on o.Stderr with their reason, as
+// Programs that ran 0 times over the wait (runcount: BPF run-time
+// statistics are on for it) are named on o.Stderr; they do not change the
+// result. Configs that are not up are named on o.Stderr with their reason, as
 // they are in kernel_exporter_config_up and
 // kernel_exporter_config_error_info.
 func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
@@ -60,6 +64,14 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 	defer exp.Close()
 	exp.Start(ctx)
 	<-exp.Loaded()
+	// Run counts over the window: statistics on before the capabilities
+	// go (BPF_ENABLE_STATS needs CAP_SYS_ADMIN), off when Run returns.
+	runs, err := runcount.Enable(exp.Status)
+	defer runs.Close()
+	if err != nil {
+		log.Info("dump: cannot tell programs that never ran", "err", err)
+	}
+	runs.Mark()
 	if ctx.Err() == nil {
 		if o.AfterLoad != nil {
 			o.AfterLoad()
@@ -74,6 +86,10 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 	}
 	if ctx.Err() != nil {
 		log.Warn("dump: interrupted: printing what was counted so far")
+	}
+	window := runs.Elapsed()
+	for _, i := range runs.Idle() {
+		fmt.Fprintf(o.Stderr, "kernel_exporter dump: config %s (%s): %s\n", printable.String(i.Config), printable.String(i.Source), i.Message(fmt.Sprintf("in the %v window", runcount.Round(window))))
 	}
 	rc := ExitOK
 	if err := Write(o.Stdout, o.Format, exp.Status, exp.Registry); err != nil {

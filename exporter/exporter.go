@@ -321,6 +321,9 @@ func (e *Exporter) run(ctx context.Context, i int, st *collector.State, src Sour
 		sr    *spans.Reader
 		names []string
 	)
+	if p != nil {
+		res.Warnings = p.warnings
+	}
 	if err == nil {
 		names = p.names
 		obj, c, sr, err = e.loadPrepared(&res, src, p, false)
@@ -448,6 +451,8 @@ type prepared struct {
 	spanPlan *spans.Plan
 	names    []string // the metric families it serves
 	lopts    loader.Options
+	// warnings: the object's (loader.LicenseWarning), already logged.
+	warnings []string
 }
 
 // prepare reads, parses and compiles one config. remote skips the
@@ -478,6 +483,10 @@ func (e *Exporter) prepare(src Source, env *decoder.Env, remote bool) (*prepared
 	}
 	if p.spec, err = loader.ParseObject(cfg.Object, data); err != nil {
 		return nil, err
+	}
+	if w := loader.LicenseWarning(cfg.Object, p.spec); w != "" {
+		e.log.Warn("config object without a GPL-compatible licence", "config", cfg.Name, "warning", w)
+		p.warnings = append(p.warnings, w)
 	}
 	if p.plan, err = collector.Compile(cfg, p.spec, env); err != nil {
 		return nil, err

@@ -222,6 +222,9 @@ func (e *Exporter) reloadOne(i int, src Source, reloaded map[string]bool) Reload
 		names []string
 	)
 	p, err := e.prepare(src, env, remote)
+	if p != nil {
+		next.Warnings = p.warnings
+	}
 	if err == nil {
 		names = p.names
 		e.mu.Lock()

@@ -150,7 +150,7 @@ func TestNoChoiceErrorChain(t *testing.T) {
 	}
 	verr := loadError(spec, err)
 	var ve *ebpf.VerifierError
-	if !errors.As(verr, &ve) || !strings.HasPrefix(verr.Error(), "load: verifier rejected program: ") {
+	if !errors.As(verr, &ve) || !strings.HasPrefix(verr.Error(), "load: verifier rejected program bad: permission denied: ") {
 		t.Fatalf("loadError(%v) = %q: not a *ebpf.VerifierError, or not explained", err, verr)
 	}
 	a := Alternative{Name: "hook", Choices: []string{"bad", "k"}, Chosen: -1, Errors: []error{
@@ -167,7 +167,7 @@ func TestNoChoiceErrorChain(t *testing.T) {
 	if !errors.Is(got, ErrUnsupported) {
 		t.Errorf("errors.Is(%q, ErrUnsupported) = false", got)
 	}
-	if want := `alternatives "hook": no choice works on this kernel; bad: load: verifier rejected program: `; !strings.Contains(got.Error(), want) {
+	if want := `alternatives "hook": no choice works on this kernel; bad: load: verifier rejected program bad: `; !strings.Contains(got.Error(), want) {
 		t.Errorf("text %q lacks %q", got, want)
 	}
 	// Only the choices that failed (an optional group's nil errors are

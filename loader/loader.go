@@ -333,8 +333,10 @@ func (o *Object) Close() {
 	}
 }
 
-// loadError explains a failed NewCollection: verifier rejections keep the
-// log's last lines, led by what this kernel lacks when the log says it (a
+// loadError explains a failed NewCollection: verifier rejections name the
+// program and its section, give the verifier's complaint, a line of advice
+// for the common mistakes (adviseVerifier) and the log's last lines, led by
+// what this kernel lacks when the log says it (a
 // helper, a tracepoint argument, a kernel type: explainVerifier), a map
 // type the kernel does not have is named (explainMapCreate), and
 // fentry/fexit EPERM becomes a plain "not supported". The named cases wrap
@@ -347,10 +349,25 @@ func loadError(spec *ebpf.CollectionSpec, err error) error {
 			lines = lines[len(lines)-8:]
 		}
 		tail := strings.Join(lines, "\n  ")
-		if why := explainVerifier(ve.Log); why != "" {
-			return &lackingError{fmt.Sprintf("load: %s: verifier rejected program: %v; verifier log tail:\n  %s", why, ve.Cause, tail), err}
+		name, ps := rejectedProgram(spec, err)
+		what := "verifier rejected program"
+		if name != "" {
+			what += " " + sanitize(name)
 		}
-		return &explainedError{fmt.Sprintf("load: verifier rejected program: %v; verifier log tail:\n  %s", ve.Cause, tail), err}
+		if ps != nil && ps.SectionName != "" {
+			what += " (section " + sanitize(ps.SectionName) + ")"
+		}
+		complaint, advice := adviseVerifier(ve.Log, ps)
+		if complaint != "" {
+			complaint = ": " + sanitize(complaint)
+		}
+		if why := explainVerifier(ve.Log); why != "" {
+			return &lackingError{fmt.Sprintf("load: %s: %s: %v%s; verifier log tail:\n  %s", why, what, ve.Cause, complaint, tail), err}
+		}
+		if advice != "" {
+			complaint += "; hint: " + advice
+		}
+		return &explainedError{fmt.Sprintf("load: %s: %v%s; verifier log tail:\n  %s", what, ve.Cause, complaint, tail), err}
 	}
 	if why := explainMapCreate(spec, err); why != "" {
 		return &lackingError{fmt.Sprintf("load: %s: %v", why, err), err}

@@ -17,7 +17,9 @@
 //     row per bucket with its range, the observations of the interval (the
 //     delta of the cumulative buckets, since bcc clears its maps every
 //     interval) and a bar of '*' scaled to the largest count. Output
-//     scrolls, one block per interval, like biolatency 1.
+//     scrolls, one block per interval, like biolatency 1. After the
+//     tables, a line per program that ran 0 times in the interval
+//     (package runcount: BPF run-time statistics are on while hist runs).
 //   - top shows every counter of the program, one row per label set, with
 //     its rate per second over the interval and its total, sorted by rate
 //     (Rates, WriteTop), redrawn in place on the alternate screen and cut

@@ -16,6 +16,7 @@ import (
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
 	"github.com/kernel-exporter/kernel_exporter/internal/printable"
+	"github.com/kernel-exporter/kernel_exporter/runcount"
 )
 
 // Exit codes returned by Run.
@@ -69,7 +70,8 @@ type Options struct {
 // Run is the hist or top command. It starts exp (whose only source is
 // o.Program), waits for the load to end, reads a baseline, then every
 // o.Interval reads again and prints the interval (hist: WriteHist per
-// histogram; top: WriteTop), o.Count times or until ctx is done (Ctrl-C).
+// histogram, then the programs that ran 0 times in it; top: WriteTop),
+// o.Count times or until ctx is done (Ctrl-C).
 // It returns ExitOK or ExitFailed; on return the terminal is restored and
 // exp is closed, which detaches and unloads every program and map.
 func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
@@ -91,6 +93,18 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 			return fail("config %s (%s) failed: %s", printable.String(st.Name), printable.String(st.Source), printable.String(st.Reason))
 		}
 	}
+	var runs *runcount.Window
+	if o.Command == CommandHist {
+		// Run counts per interval: statistics on before the capabilities
+		// go (BPF_ENABLE_STATS needs CAP_SYS_ADMIN), off when Run returns.
+		var err error
+		runs, err = runcount.Enable(exp.Status)
+		defer runs.Close()
+		if err != nil && o.Logger != nil {
+			o.Logger.Info("hist: cannot tell programs that never ran", "err", err)
+		}
+		runs.Mark()
+	}
 	if o.AfterLoad != nil {
 		o.AfterLoad()
 	}
@@ -109,7 +123,7 @@ func Run(ctx context.Context, exp *exporter.Exporter, o Options) int {
 	if o.Command == CommandTop {
 		return runTop(ctx, exp, o, names, snap)
 	}
-	return runHist(ctx, exp, o, names, snap, fail)
+	return runHist(ctx, exp, o, names, snap, runs, fail)
 }
 
 // read returns the snapshot of config program, nil when it is not up.
@@ -189,7 +203,9 @@ func tick(ctx context.Context, t *time.Ticker) bool {
 	}
 }
 
-func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot, fail func(string, ...any) int) int {
+// runHist prints each interval's histograms, then a line per program
+// that ran 0 times in the interval (runs, from BPF run counts).
+func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []string, snap *collector.Snapshot, runs *runcount.Window, fail func(string, ...any) int) int {
 	var h Hist
 	for _, f := range pick(snap, names) {
 		h.Interval(f)
@@ -214,6 +230,11 @@ func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []str
 			_ = WriteHist(&b, f, h.Interval(f))
 			b.WriteByte('\n')
 		}
+		window := runs.Elapsed()
+		for _, i := range runs.Idle() {
+			fmt.Fprintf(&b, "%s %s\n\n", now, i.Message(fmt.Sprintf("in the %v interval", runcount.Round(window))))
+		}
+		runs.Mark()
 		if _, err := io.WriteString(o.Stdout, b.String()); err != nil {
 			return fail("write: %v", err)
 		}

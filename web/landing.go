@@ -14,7 +14,8 @@
 // Then one compact row per config: state, programs attached, series, BPF
 // ns per event (runTimes) and BPF time, a link to its heatmaps on the live
 // page (/ui/#<config>), and notes: the marks (over its series limit, maps
-// nearly full, over its budget, spans that go nowhere), where its spans go,
+// nearly full, over its budget, spans that go nowhere, programs that ran 0
+// times in the CPU budget's last window: Options.IdlePrograms), where its spans go,
 // the alternatives chosen, and the reason a config is down, folded and
 // shown once. It is plain HTML and CSS
 // (html/template: every text escaped, made valid UTF-8 first), no script.
@@ -69,6 +70,9 @@ func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rates, window, end = l.opts.CPURates()
 	}
 	p := buildPage(states, l.runs.update(states), rates, window, end, l.now())
+	if l.opts.IdlePrograms != nil && !end.IsZero() {
+		markIdle(p.Rows, states, l.opts.IdlePrograms(), window, end, l.now())
+	}
 	p.Metrics, p.Version, p.UI = l.opts.MetricsPath, l.opts.Version, ui.Path
 	if l.opts.HostBPF != nil {
 		p.Host = hostBPF(l.opts.HostBPF(), l.now())
@@ -177,6 +181,22 @@ type row struct {
 	// SpansNowhere marks it when nothing chose a destination.
 	Spans        string
 	SpansNowhere bool
+	// Idle lists the programs that ran 0 times in the last measuring
+	// window, IdleWhen the window ("" when none or not measured).
+	Idle, IdleWhen string
+}
+
+// markIdle notes, on the rows of the configs up (rows[i] is states[i]),
+// the programs idle names that ran 0 times in the window of length window
+// that ended at end.
+func markIdle(rows []row, states []collector.State, idle map[string][]string, window time.Duration, end, now time.Time) {
+	for i, st := range states {
+		if i >= len(rows) || !st.Up || len(idle[st.Name]) == 0 {
+			continue
+		}
+		rows[i].Idle = collector.LabelValue(strings.Join(idle[st.Name], ", "))
+		rows[i].IdleWhen = "in the last " + window.Round(10*time.Millisecond).String() + " window, " + ago(now.Sub(end))
+	}
 }
 
 // alternative is an alternatives group, with only what the reason does

@@ -373,3 +373,31 @@ func TestLandingHostBPF(t *testing.T) {
 		t.Error("host cards without the host collector")
 	}
 }
+
+// TestLandingIdle checks that a config's row names the programs that ran 0
+// times in the CPU budget's last window, with the window, and that configs
+// down or without idle programs, or a page without a window, show none.
+func TestLandingIdle(t *testing.T) {
+	st, progs := testStatus(t)
+	rates := func() (map[string]float64, time.Duration, time.Time) {
+		return map[string]float64{"biolatency": 0.002}, time.Second, time.Unix(988, 0)
+	}
+	idle := func() map[string][]string {
+		return map[string][]string{
+			"biolatency": {"complete (section tp_btf/block_rq_complete)"},
+			"spin":       {"spin (section tracepoint/x/y)"}, // down: not shown
+		}
+	}
+	page := landingPage(t, st, Options{CPURates: rates, IdlePrograms: idle}, progs)
+	want := `<span class="mark idle">ran 0 times</span> in the last 1s window, 12s ago: complete (section tp_btf/block_rq_complete)`
+	if row := rowOf(page, "biolatency"); !strings.Contains(row, want) {
+		t.Errorf("biolatency's row lacks %q:\n%s", want, row)
+	}
+	if n := strings.Count(page, "ran 0 times"); n != 1 {
+		t.Errorf("page says \"ran 0 times\" %d times, want once (biolatency):\n%s", n, page)
+	}
+	page = landingPage(t, st, Options{IdlePrograms: idle}, progs)
+	if strings.Contains(page, "ran 0 times") {
+		t.Errorf("page without a measuring window shows idle programs:\n%s", page)
+	}
+}

@@ -124,6 +124,10 @@ type Options struct {
 	// measured in its last window ((*budget.CPU).LastRates); nil shows it
 	// as not measured.
 	CPURates CPURatesFunc
+	// IdlePrograms gives the landing page, by config, the programs that
+	// ran 0 times in the CPU budget's last window ((*budget.CPU).LastIdle;
+	// the window is CPURates'); nil: not shown.
+	IdlePrograms func() map[string][]string
 	// HostBPF gives the landing page the host's BPF programs and maps
 	// (the host BPF collector's Summary of its top five programs); nil:
 	// not shown.

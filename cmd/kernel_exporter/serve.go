@@ -236,7 +236,7 @@ func (f *serveFlags) run(e *env) int {
 		MetricsPath: f.metricsPath, MaxRequests: f.maxRequests, MaxConnections: f.maxConns,
 		MaxConnectionsPerAddress: f.maxPerAddr, MaxHeaderBytes: f.maxHeader,
 		EnablePprof: f.enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
-		CPURates: cpu.LastRates, HostBPF: hostBPF.Top5(), EnableLifecycle: f.lifecycle,
+		CPURates: cpu.LastRates, IdlePrograms: cpu.LastIdle, HostBPF: hostBPF.Top5(), EnableLifecycle: f.lifecycle,
 		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },
 	})
 	if err != nil {
