@@ -186,6 +186,14 @@ func (p Program) Render(b Build) (Files, error) {
 
 // hint tells how to read the event's arguments, by attach kind.
 func hint(a Attach) string {
+	switch {
+	case a.Kind == "tracepoint" && a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_enter_"):
+		// syscalls:sys_enter_* have no struct of their own in vmlinux.h;
+		// raw_syscalls' has the same offsets for the arguments.
+		return "\n * The syscall's arguments: declare ctx as struct trace_event_raw_sys_enter *ctx\n * (the syscalls:sys_enter_* events have no struct of their own in vmlinux.h)\n * and read ctx->args[0] to args[5], in the order of\n * /sys/kernel/tracing/events/syscalls/" + a.Event + "/format."
+	case a.Kind == "tracepoint" && a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_exit_"):
+		return "\n * The syscall's return value: declare ctx as struct trace_event_raw_sys_exit *ctx\n * (the syscalls:sys_exit_* events have no struct of their own in vmlinux.h)\n * and read ctx->ret."
+	}
 	switch a.Kind {
 	case "tracepoint":
 		return "\n * The tracepoint's arguments: declare ctx as struct trace_event_raw_" + a.Event +

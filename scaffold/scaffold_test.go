@@ -364,3 +364,38 @@ func TestRunHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestHintStructs: the struct a counter's C tells authors to declare ctx
+// as exists in the embedded vmlinux.h, for syscalls:sys_enter_*/sys_exit_*
+// (which have no struct of their own) as for an ordinary tracepoint.
+func TestHintStructs(t *testing.T) {
+	if include.Arch == "" {
+		t.Skip("no vmlinux.h embedded for this architecture")
+	}
+	vmlinux, err := include.Read(include.Arch + "/vmlinux.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for spec, want := range map[string]string{
+		"tracepoint:syscalls:sys_enter_clock_nanosleep": "trace_event_raw_sys_enter",
+		"tracepoint:syscalls:sys_exit_openat":           "trace_event_raw_sys_exit",
+		"tracepoint:raw_syscalls:sys_enter":             "trace_event_raw_sys_enter",
+		"tracepoint:signal:signal_generate":             "trace_event_raw_signal_generate",
+	} {
+		p, err := NewProgram("hint", KindCounter, spec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := p.Render(Build{Clang: "clang-19", Include: "include"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(files["hint.bpf.c"])
+		if !strings.Contains(src, "declare ctx as struct "+want+" *ctx") {
+			t.Errorf("%s: the C does not say to declare ctx as struct %s:\n%s", spec, want, src)
+		}
+		if !bytes.Contains(vmlinux, []byte("\nstruct "+want+" {\n")) {
+			t.Errorf("%s: struct %s is not in %s/vmlinux.h", spec, want, include.Arch)
+		}
+	}
+}
