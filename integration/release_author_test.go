@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -34,7 +35,13 @@ const (
 	// A 17 ms sleep lands in exp2 slot 25: more than 2^24 ns (16.8 ms),
 	// at most 2^25 ns (33.6 ms), which leaves it 16 ms of wake-up delay.
 	sleepSlot = 25
+	// realtimeSleeps more are made on CLOCK_REALTIME, which the histogram
+	// leaves out.
+	realtimeSleeps = 3
 )
+
+// beginRE finds the histogram's start program new wrote, whatever its ctx.
+var beginRE = regexp.MustCompile(`int kesleep_begin\([^)]*\)\n\{\n`)
 
 // authorSigC is the signal counter's C as the author writes it over the
 // one new wrote: the key is the signal and the sender's comm, the comm
@@ -100,14 +107,17 @@ const authorSigYAML = `metrics:
 //     example;
 //   - kernel_exporter new writes a counter on signal:signal_generate,
 //     which the author rewrites to count by signal and the sender's comm,
-//     and a clock_nanosleep histogram (sys_enter to sys_exit, as written);
+//     and a clock_nanosleep histogram (sys_enter to sys_exit), whose start
+//     the author makes time only CLOCK_MONOTONIC sleeps, reading
+//     ctx->args[0] through the struct the scaffold's hint names;
 //     the Makefile new wrote builds each and make check (--config.check)
 //     loads each, and the C names the tarball's
 //     docs/configuration.md#decoders, which resolves;
 //   - the tarball's binary serves both: 7 SIGUSR1 from a thread of its own
 //     comm move {signal="SIGUSR1",comm} by exactly 7, and 9 sleeps of
-//     17 ms from another add exactly 9 observations, all in the bucket
-//     le=2^25 ns and none at or below 2^24 ns.
+//     17 ms on CLOCK_MONOTONIC from another (and 3 on CLOCK_REALTIME) add
+//     exactly 9 observations, all in the bucket le=2^25 ns and none at or
+//     below 2^24 ns.
 func TestReleaseAuthor(t *testing.T) {
 	for _, tool := range []string{"make", "go", "tar", "unshare", "clang-19"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -201,11 +211,25 @@ func TestReleaseAuthor(t *testing.T) {
 		} else if md, err := os.ReadFile(filepath.Join(rel, "docs", "configuration.md")); err != nil || !mdlinks.Anchors(string(md))["decoders"] {
 			t.Errorf("%s names %s, which does not resolve (err %v)", src, ref, err)
 		}
-		if p.name == authorSig {
+		switch p.name {
+		case authorSig:
 			for f, text := range map[string]string{src: authorSigC, filepath.Join(dir, p.name+".yaml"): authorSigYAML} {
 				if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
 					t.Fatal(err)
 				}
+			}
+		case authorSleep:
+			// The scaffold's hint for syscalls:sys_enter_*: ctx as struct
+			// trace_event_raw_sys_enter, the arguments in ctx->args[].
+			// Only CLOCK_MONOTONIC sleeps are timed.
+			loc := beginRE.FindIndex(c)
+			if loc == nil {
+				t.Fatalf("%s has no %s_begin(...) {:\n%s", src, p.name, c)
+			}
+			edited := string(c[:loc[0]]) + "int kesleep_begin(struct trace_event_raw_sys_enter *ctx)\n{\n" +
+				"\tif (ctx->args[0] != 1 /* CLOCK_MONOTONIC */)\n\t\treturn 0;\n" + string(c[loc[1]:])
+			if err := os.WriteFile(src, []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
 			}
 		}
 		t.Logf("%s: make: %s", p.name, strings.TrimSpace(run(dir, true, "make", "--no-print-directory")))
@@ -253,9 +277,15 @@ func TestReleaseAuthor(t *testing.T) {
 	})
 	sleepComm := fmt.Sprintf("kesl%d", os.Getpid()%1000000)
 	onNamedThread(t, sleepComm, func() error {
+		ts := unix.NsecToTimespec(sleepFor.Nanoseconds())
 		for range sleeps {
-			ts := unix.NsecToTimespec(sleepFor.Nanoseconds())
 			if err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &ts, nil); err != nil {
+				return err
+			}
+		}
+		// Not timed: the program reads the clock from ctx->args[0].
+		for range realtimeSleeps {
+			if err := unix.ClockNanosleep(unix.CLOCK_REALTIME, 0, &ts, nil); err != nil {
 				return err
 			}
 		}
@@ -275,8 +305,8 @@ func TestReleaseAuthor(t *testing.T) {
 			sleepComm, sleeps, sleepFor, count, below, sleepSlot-1, at, sleepSlot, sum, sleeps, sleeps, lo, hi,
 			after.seriesDump("kernel_kesleep_seconds"))
 	}
-	t.Logf("from the tarball alone: kernel_kesig_total{signal=SIGUSR1,comm=%q} +%d; kernel_kesleep_seconds{comm=%q}: %d sleeps of %v, all %d in (2^%d, 2^%d] ns, sum %.6f s",
-		sigComm, sigSent, sleepComm, count, sleepFor, at, sleepSlot-1, sleepSlot, sum)
+	t.Logf("from the tarball alone: kernel_kesig_total{signal=SIGUSR1,comm=%q} +%d; kernel_kesleep_seconds{comm=%q}: %d CLOCK_MONOTONIC sleeps of %v (and %d CLOCK_REALTIME ones left out), all %d in (2^%d, 2^%d] ns, sum %.6f s",
+		sigComm, sigSent, sleepComm, count, sleepFor, realtimeSleeps, at, sleepSlot-1, sleepSlot, sum)
 }
 
 // hideLibbpf returns argv run in a private mount namespace in which
