@@ -293,12 +293,15 @@ bench-startup: build
 #                   $(SYSTEMD_UNIT_DIR), the sysusers file to
 #                   $(SYSUSERS_DIR)/kernel_exporter.conf, an empty
 #                   $(CONFIG_DIR)/ for user programs (existing files are
-#                   kept), and the headers programs are built with in
+#                   kept), and the headers programs are built with
+#                   (libbpf's in bpf/, with their COPYING) in
 #                   $(PREFIX)/share/kernel_exporter/include (where
 #                   kernel_exporter new finds them). Starts nothing.
 #   make uninstall  removes them ($(CONFIG_DIR) only when empty).
 #   make release    into $(DIST)/: for each of $(RELEASE_ARCHES), a tarball
-#                   kernel_exporter-<version>.linux-<arch>.tar.gz and a .deb
+#                   kernel_exporter-<version>.linux-<arch>.tar.gz (binary,
+#                   README.md, docs/, licences, the kit for writing
+#                   programs) and a .deb
 #                   (nfpm $(NFPM_VERSION), deploy/nfpm.yaml), and
 #                   sha256sums.txt; see tools/release.sh. <version> is
 #                   git describe without a leading v.
@@ -328,7 +331,7 @@ install: build
 	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/kernel_exporter.service
 	install -D -m 0644 deploy/kernel_exporter.sysusers $(DESTDIR)$(SYSUSERS_DIR)/kernel_exporter.conf
 	[ -d $(DESTDIR)$(CONFIG_DIR) ] || install -d -m 0755 $(DESTDIR)$(CONFIG_DIR)
-	for h in $$(cd include && find . -name '*.h'); do \
+	for h in $$(cd include && find . -name '*.h' -o -name COPYING); do \
 		install -D -m 0644 include/$$h $(DESTDIR)$(PREFIX)/share/kernel_exporter/include/$$h; \
 	done
 	@echo "installed; to run it: systemd-sysusers && systemctl daemon-reload && systemctl enable --now kernel_exporter"

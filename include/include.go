@@ -4,8 +4,10 @@
 // (clang -I include), so that kernel_exporter new can write them beside a
 // new program when no installed copy is found: vmlinux.h, which includes
 // <arch>/vmlinux.h for the __TARGET_ARCH_* being built, the kernel_exporter/
-// helpers and asm/errno.h. Only this machine's architecture's vmlinux.h is
-// embedded (about 3 MB); a release's include/ holds both.
+// helpers, asm/errno.h, and libbpf's BPF-side headers in bpf/ (vendored from
+// libbpf 1.1.2 under LGPL-2.1 OR BSD-2-Clause, with their bpf/COPYING), so
+// that clang alone builds a program. Only this machine's architecture's
+// vmlinux.h is embedded (about 3 MB); a release's include/ holds both.
 package include
 
 import (
@@ -17,6 +19,7 @@ import (
 )
 
 //go:embed vmlinux.h asm/errno.h kernel_exporter/maps.bpf.h kernel_exporter/usdt.bpf.h
+//go:embed bpf/bpf_helpers.h bpf/bpf_helper_defs.h bpf/bpf_tracing.h bpf/bpf_core_read.h bpf/bpf_endian.h bpf/COPYING
 var common embed.FS
 
 // Files returns the embedded headers by path relative to include/, sorted:

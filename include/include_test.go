@@ -10,11 +10,14 @@ import (
 )
 
 // TestEmbeddedMatchTree: the embedded headers are the files of include/
-// (what make bpf compiles with), this architecture's vmlinux.h among them.
+// (what make bpf compiles with), this architecture's vmlinux.h and libbpf's
+// headers with their licence among them.
 func TestEmbeddedMatchTree(t *testing.T) {
 	files := Files()
 	want := map[string]bool{"vmlinux.h": true, "asm/errno.h": true, "kernel_exporter/maps.bpf.h": true,
-		"kernel_exporter/usdt.bpf.h": true, Arch + "/vmlinux.h": true}
+		"kernel_exporter/usdt.bpf.h": true, Arch + "/vmlinux.h": true,
+		"bpf/bpf_helpers.h": true, "bpf/bpf_helper_defs.h": true, "bpf/bpf_tracing.h": true,
+		"bpf/bpf_core_read.h": true, "bpf/bpf_endian.h": true, "bpf/COPYING": true}
 	if len(files) != len(want) {
 		t.Errorf("embedded %v, want %v", files, want)
 	}

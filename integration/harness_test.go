@@ -61,6 +61,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "integration tests:", err)
 		return 1
 	}
+	defer removeRelease()
 	if b := os.Getenv("KERNEL_EXPORTER_BINARY"); b != "" {
 		// Prebuilt (make test-kernels runs the compiled tests in a VM
 		// without a Go toolchain).

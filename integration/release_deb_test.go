@@ -8,14 +8,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/mdlinks"
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
@@ -23,8 +27,11 @@ import (
 const debPackage = "kernel_exporter"
 
 // TestReleaseDeb builds this machine's architecture's release with make
-// release (tools/release.sh: tarball and .deb through nfpm), installs the
-// .deb into the real system with dpkg -i, checks its files, --version, the
+// release (tools/release.sh: tarball and .deb through nfpm), checks that
+// every relative link of the Markdown files in the unpacked tarball
+// resolves inside it, installs the .deb into the real system with dpkg -i,
+// checks its files, that the links of its doc directory's Markdown files
+// resolve there too, --version, the
 // unit and the system user, runs the unit's command line (ExecStart with
 // the ARGS of /etc/default/kernel_exporter, as root, on a test port) until
 // kernel_exporter_config_up is 1 for every bundled default config, then
@@ -44,19 +51,7 @@ func TestReleaseDeb(t *testing.T) {
 		t.Fatalf("package %s is already installed (%s): this test would replace it; dpkg -P %s first", debPackage, out, debPackage)
 	}
 
-	dist := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	mk := exec.CommandContext(ctx, "make", "--no-print-directory", "release",
-		"RELEASE_ARCHES="+runtime.GOARCH, "DIST="+dist)
-	mk.Dir = repoRoot
-	mk.Env = append(os.Environ(), "CGO_ENABLED=0")
-	start := time.Now()
-	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("make release: %v\n%s", err, out)
-	}
-	t.Logf("make release (%s) took %v", runtime.GOARCH, time.Since(start).Round(time.Second))
-
+	dist := buildRelease(t)
 	version := releaseVersion(t, dist)
 	debs, _ := filepath.Glob(filepath.Join(dist, "kernel_exporter_*_"+runtime.GOARCH+".deb"))
 	if len(debs) != 1 {
@@ -76,6 +71,7 @@ func TestReleaseDeb(t *testing.T) {
 	}
 
 	checkReleaseTarball(t, dist, version)
+	checkDocLinks(t, unpackRelease(t, dist, version), "the unpacked tarball")
 
 	dpkg(t, "-i", debs[0])
 	t.Cleanup(func() { _ = exec.Command("dpkg", "-P", debPackage).Run() })
@@ -92,6 +88,9 @@ func TestReleaseDeb(t *testing.T) {
 		"/usr/share/kernel_exporter/include/kernel_exporter/maps.bpf.h",
 		"/usr/share/kernel_exporter/include/kernel_exporter/usdt.bpf.h",
 		"/usr/share/kernel_exporter/include/asm/errno.h",
+		"/usr/share/kernel_exporter/include/bpf/bpf_helpers.h", "/usr/share/kernel_exporter/include/bpf/COPYING",
+		"/usr/share/doc/kernel_exporter/docs/configuration.md", "/usr/share/doc/kernel_exporter/LICENSES/LGPL-2.1.txt",
+		"/usr/share/doc/kernel_exporter/deploy",
 		"/usr/share/kernel_exporter/prometheus/alerts.yml", "/usr/share/kernel_exporter/prometheus/recording.yml",
 		"/usr/share/kernel_exporter/grafana/kernel_exporter.json"} {
 		if !containsLine(listed, f) {
@@ -102,6 +101,7 @@ func TestReleaseDeb(t *testing.T) {
 		}
 	}
 	checkDebCopyright(t, "/usr/share/doc/kernel_exporter/copyright")
+	checkDocLinks(t, "/usr/share/doc/kernel_exporter", "the .deb's doc directory")
 	if conf := dpkg(t, "-s", debPackage); !strings.Contains(conf, "/etc/default/kernel_exporter") {
 		t.Errorf("/etc/default/kernel_exporter is not a conffile:\n%s", conf)
 	}
@@ -184,6 +184,97 @@ func TestReleaseDeb(t *testing.T) {
 	}
 }
 
+// release is make release for this machine's architecture, built once for
+// the package's tests that use it (TestReleaseDeb, TestReleaseAuthor) into
+// a directory that removeRelease deletes when the tests end.
+var release struct {
+	once sync.Once
+	dist string
+	err  error
+}
+
+// buildRelease returns the directory make release wrote this machine's
+// architecture's tarball, .deb and sha256sums.txt into, building them on
+// the first call. The first build also downloads nfpm's modules (about
+// 25 s).
+func buildRelease(t *testing.T) string {
+	t.Helper()
+	release.once.Do(func() {
+		dist, err := os.MkdirTemp("", "kernel_exporter-release-")
+		if err != nil {
+			release.err = err
+			return
+		}
+		release.dist = dist
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		mk := exec.CommandContext(ctx, "make", "--no-print-directory", "release",
+			"RELEASE_ARCHES="+runtime.GOARCH, "DIST="+dist)
+		mk.Dir = repoRoot
+		mk.Env = append(os.Environ(), "CGO_ENABLED=0")
+		start := time.Now()
+		if out, err := mk.CombinedOutput(); err != nil {
+			release.err = fmt.Errorf("make release: %v\n%s", err, out)
+			return
+		}
+		t.Logf("make release (%s) took %v", runtime.GOARCH, time.Since(start).Round(time.Second))
+	})
+	if release.err != nil {
+		t.Fatal(release.err)
+	}
+	return release.dist
+}
+
+// removeRelease deletes what buildRelease built (TestMain calls it).
+func removeRelease() {
+	if release.dist != "" {
+		_ = os.RemoveAll(release.dist)
+	}
+}
+
+// unpackRelease unpacks this machine's architecture's tarball of dist into
+// a new temporary directory and returns its top directory.
+func unpackRelease(t *testing.T, dist, version string) string {
+	t.Helper()
+	top := "kernel_exporter-" + version + ".linux-" + runtime.GOARCH
+	dir := t.TempDir()
+	if out, err := exec.Command("tar", "-xzf", filepath.Join(dist, top+".tar.gz"), "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar -xzf %s.tar.gz: %v\n%s", top, err, out)
+	}
+	return filepath.Join(dir, top)
+}
+
+// checkDocLinks checks every relative link (file and #anchor) of every
+// Markdown file under root (symbolic links to directories not followed)
+// with mdlinks: each must resolve inside root. what names root in errors.
+func checkDocLinks(t *testing.T, root, what string) {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") && d.Type().IsRegular() {
+			rel, _ := filepath.Rel(root, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, n := mdlinks.Check(root, files)
+	for _, e := range errs {
+		t.Errorf("%s: %v", what, e)
+	}
+	for _, want := range []string{"README.md", "docs/configuration.md", "examples/README.md"} {
+		if !slices.Contains(files, want) {
+			t.Errorf("%s: no %s (Markdown files: %v)", what, want, files)
+		}
+	}
+	if n < 150 {
+		t.Errorf("%s: %d relative links in %d Markdown files: fewer than README.md and docs/ have", what, n, len(files))
+	}
+	t.Logf("%s: %d relative links in %d Markdown files resolve inside it, %d broken", what, n, len(files), len(errs))
+}
+
 // dpkg runs dpkg with args and returns its output, failing t on error.
 func dpkg(t *testing.T, args ...string) string {
 	t.Helper()
@@ -256,13 +347,18 @@ func unitCommand(t *testing.T, unit string) []string {
 }
 
 // releaseKit are the files every release tarball holds besides the binary,
-// README.md and the unit: the licences and the kit for writing programs.
+// README.md and the unit: the licences, the kit for writing programs
+// (headers, libbpf's among them, and the example) and docs/ (some of its
+// pages; checkDocLinks proves README.md's links all resolve).
 var releaseKit = []string{
 	"LICENSE", "LICENSES/Apache-2.0.txt", "LICENSES/GPL-2.0-only.txt", "LICENSES/BSD-2-Clause.txt",
 	"THIRD_PARTY_LICENSES",
 	"include/vmlinux.h", "include/x86/vmlinux.h", "include/arm64/vmlinux.h",
 	"include/kernel_exporter/maps.bpf.h", "include/kernel_exporter/usdt.bpf.h", "include/asm/errno.h",
+	"include/bpf/bpf_helpers.h", "include/bpf/bpf_helper_defs.h", "include/bpf/bpf_tracing.h",
+	"include/bpf/bpf_core_read.h", "include/bpf/bpf_endian.h", "include/bpf/COPYING", "LICENSES/LGPL-2.1.txt",
 	"examples/README.md", "examples/syscall_errors.bpf.c", "examples/syscall_errors.yaml",
+	"docs/configuration.md", "docs/programs.md", "docs/security.md", "docs/landing.png",
 	"deploy/kernel_exporter.service", "deploy/kernel_exporter.sysusers",
 	"deploy/prometheus/alerts.yml", "deploy/prometheus/recording.yml", "deploy/prometheus/tests.yml",
 	"deploy/grafana/kernel_exporter.json",
@@ -332,7 +428,7 @@ func checkDebCopyright(t *testing.T, path string) {
 			t.Errorf("%s: licence %q is used but has no License paragraph", path, l)
 		}
 	}
-	for _, l := range []string{"Apache-2.0", "GPL-2", "BSD-2-clause"} {
+	for _, l := range []string{"Apache-2.0", "GPL-2", "BSD-2-clause", "LGPL-2.1"} {
 		if !used[l] {
 			t.Errorf("%s: no Files paragraph under %s", path, l)
 		}
@@ -368,7 +464,9 @@ func tarFiles(t *testing.T, what string, r io.Reader, keep func(string) bool, ma
 
 // checkDebNew writes a program with the installed binary's new command: it
 // must take the headers the package installed rather than write its own,
-// and the program must build with them (clang-19) and load (make check).
+// name the package's docs/configuration.md#decoders, and the program must
+// build with them (clang-19, libbpf-dev's headers hidden) and load (make
+// check).
 func checkDebNew(t *testing.T) {
 	t.Helper()
 	const inc = "/usr/share/kernel_exporter/include"
@@ -392,11 +490,17 @@ func checkDebNew(t *testing.T) {
 		}
 		return
 	}
+	const ref = "/usr/share/doc/kernel_exporter/docs/configuration.md#decoders"
+	if c, err := os.ReadFile(filepath.Join(dir, "kedeb.bpf.c")); err != nil || !strings.Contains(string(c), " * "+ref+".") {
+		t.Errorf("the program new wrote from the .deb does not name %s (err %v):\n%s", ref, err, c)
+	}
 	for _, target := range []string{"", "check"} {
-		mk := exec.Command("make", "--no-print-directory")
+		// Built with libbpf-dev's headers hidden: the package's are enough.
+		argv := hideLibbpf("make", "--no-print-directory")
 		if target != "" {
-			mk.Args = append(mk.Args, target)
+			argv = append(argv, target)
 		}
+		mk := exec.Command(argv[0], argv[1:]...)
 		mk.Dir = dir
 		out, err := mk.CombinedOutput()
 		if err != nil {

@@ -61,9 +61,6 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// LookPath finds clang (exec.LookPath when nil).
 	LookPath func(string) (string, error)
-	// LibbpfHeader is <bpf/bpf_helpers.h> of libbpf-dev, checked to say
-	// what to install (default /usr/include/bpf/bpf_helpers.h).
-	LibbpfHeader string
 }
 
 // Clangs are the compilers looked for, in order: the one the bundled
@@ -77,9 +74,6 @@ var plainPath = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
 func Run(o Options) int {
 	if o.LookPath == nil {
 		o.LookPath = exec.LookPath
-	}
-	if o.LibbpfHeader == "" {
-		o.LibbpfHeader = "/usr/include/bpf/bpf_helpers.h"
 	}
 	fail := func(code int, err error) int {
 		fmt.Fprintf(o.Stderr, "kernel_exporter new: %v\n", err)
@@ -112,9 +106,6 @@ func Run(o Options) int {
 	if !clangFound {
 		notes = append(notes, "clang not found: install it first (Debian 12, Ubuntu: apt-get install clang-19), or give make CLANG=<a clang with the BPF target>")
 	}
-	if _, err := os.Stat(o.LibbpfHeader); err != nil {
-		notes = append(notes, "libbpf's headers (<bpf/bpf_helpers.h>) not found: apt-get install libbpf-dev")
-	}
 	if o.Exe != "" {
 		if plainPath.MatchString(o.Exe) {
 			b.Exporter = o.Exe
@@ -128,6 +119,9 @@ func Run(o Options) int {
 	}
 	if installed != "" {
 		b.Include = installed
+	}
+	if docs := InstalledDocs(o.Exe); docs != "" {
+		b.Docs = docs
 	}
 	if w := warnAttach(p.Attach); w != "" {
 		notes = append(notes, w)

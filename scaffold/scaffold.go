@@ -18,9 +18,11 @@
 // Headers come from an install when one is found beside the running binary
 // (a release tarball's include/, or the .deb's
 // /usr/share/kernel_exporter/include), else the copies embedded in the
-// binary (package include) are written into <dir>/include. clang is the one
-// tool the program needs besides the exporter, with libbpf's headers
-// (<bpf/bpf_helpers.h>, Debian's libbpf-dev).
+// binary (package include) are written into <dir>/include. Either holds
+// libbpf's BPF-side headers (<bpf/bpf_helpers.h> ...), so clang is the one
+// tool the program needs besides the exporter. The C names the decoder
+// reference in the install's docs (the tarball's docs/, the .deb's
+// /usr/share/doc/kernel_exporter/docs) when one is found.
 package scaffold
 
 import (
@@ -135,10 +137,16 @@ type Build struct {
 	// Include is the header directory (-I), "include" for the copy
 	// written beside the program.
 	Include string
+	// Docs is the directory of the docs the C refers to; "" means
+	// "docs" (a release's or a checkout's).
+	Docs string
 }
 
 // Render returns the program's <name>.bpf.c, <name>.yaml and Makefile.
 func (p Program) Render(b Build) (Files, error) {
+	if b.Docs == "" {
+		b.Docs = "docs"
+	}
 	data := map[string]any{
 		"Name":      p.Name,
 		"Attach":    p.Attach.String(),
@@ -150,6 +158,7 @@ func (p Program) Render(b Build) (Files, error) {
 		"Clang":     b.Clang,
 		"Exporter":  b.Exporter,
 		"Include":   b.Include,
+		"Docs":      b.Docs,
 	}
 	if p.Kind == KindHistogram {
 		data["Until"] = p.Until.String()
@@ -177,6 +186,14 @@ func (p Program) Render(b Build) (Files, error) {
 
 // hint tells how to read the event's arguments, by attach kind.
 func hint(a Attach) string {
+	switch {
+	case a.Kind == "tracepoint" && a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_enter_"):
+		// syscalls:sys_enter_* have no struct of their own in vmlinux.h;
+		// raw_syscalls' has the same offsets for the arguments.
+		return "\n * The syscall's arguments: declare ctx as struct trace_event_raw_sys_enter *ctx\n * (the syscalls:sys_enter_* events have no struct of their own in vmlinux.h)\n * and read ctx->args[0] to args[5], in the order of\n * /sys/kernel/tracing/events/syscalls/" + a.Event + "/format."
+	case a.Kind == "tracepoint" && a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_exit_"):
+		return "\n * The syscall's return value: declare ctx as struct trace_event_raw_sys_exit *ctx\n * (the syscalls:sys_exit_* events have no struct of their own in vmlinux.h)\n * and read ctx->ret."
+	}
 	switch a.Kind {
 	case "tracepoint":
 		return "\n * The tracepoint's arguments: declare ctx as struct trace_event_raw_" + a.Event +
@@ -221,7 +238,8 @@ func (f Files) Write(dir string, force bool) ([]string, error) {
 
 // InstalledInclude returns the header directory of an install of the
 // binary exe when it holds what a program for arch needs (vmlinux.h,
-// <arch>/vmlinux.h, kernel_exporter/maps.bpf.h), or "". Where it looks:
+// <arch>/vmlinux.h, kernel_exporter/maps.bpf.h, bpf/bpf_helpers.h), or "".
+// Where it looks:
 // <exe's dir>/include (a release tarball, or a checkout's ./kernel_exporter)
 // and <exe's dir>/../share/kernel_exporter/include (the .deb: /usr/bin and
 // /usr/share).
@@ -232,7 +250,7 @@ func InstalledInclude(exe, arch string) string {
 	dir := filepath.Dir(exe)
 	for _, c := range []string{filepath.Join(dir, "include"), filepath.Join(dir, "..", "share", "kernel_exporter", "include")} {
 		ok := true
-		for _, f := range []string{"vmlinux.h", arch + "/vmlinux.h", "kernel_exporter/maps.bpf.h"} {
+		for _, f := range []string{"vmlinux.h", arch + "/vmlinux.h", "kernel_exporter/maps.bpf.h", "bpf/bpf_helpers.h"} {
 			if st, err := os.Stat(filepath.Join(c, f)); err != nil || !st.Mode().IsRegular() {
 				ok = false
 				break
@@ -240,6 +258,25 @@ func InstalledInclude(exe, arch string) string {
 		}
 		if ok {
 			return filepath.Clean(c)
+		}
+	}
+	return ""
+}
+
+// InstalledDocs returns the docs directory of an install of the binary exe
+// (one holding configuration.md), or "": <exe's dir>/docs (a release
+// tarball) or <exe's dir>/../share/doc/kernel_exporter/docs (the .deb).
+// A path a Makefile or C comment would need quoted in is left out.
+func InstalledDocs(exe string) string {
+	if exe == "" {
+		return ""
+	}
+	dir := filepath.Dir(exe)
+	for _, c := range []string{filepath.Join(dir, "docs"), filepath.Join(dir, "..", "share", "doc", "kernel_exporter", "docs")} {
+		if st, err := os.Stat(filepath.Join(c, "configuration.md")); err == nil && st.Mode().IsRegular() {
+			if c = filepath.Clean(c); plainPath.MatchString(c) {
+				return c
+			}
 		}
 	}
 	return ""

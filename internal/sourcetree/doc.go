@@ -23,10 +23,13 @@ package sourcetree
 //     that the code can be reused anywhere.
 //   - include/<arch>/vmlinux.h: generated from a kernel's BTF, the kernel's
 //     own type definitions, under the kernel's licence.
+//   - include/bpf/: libbpf's BPF-side headers, vendored unmodified, under
+//     libbpf's dual licence (include/bpf/COPYING).
 //   - Everything else (Go, userspace C, scripts, web assets): Apache-2.0.
 const (
 	BPFLicence     = "GPL-2.0-only OR BSD-2-Clause"
 	VmlinuxLicence = "GPL-2.0-only"
+	LibbpfLicence  = "(LGPL-2.1 OR BSD-2-Clause)"
 	GoLicence      = "Apache-2.0"
 )
 
