@@ -21,6 +21,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -63,27 +64,44 @@ func lines(md string) map[int]string {
 	return out
 }
 
-// Links returns md's links, in order of line.
+// Links returns md's links, in order of line. An inline link's text may
+// run over the lines of a paragraph; the link is reported at the line its
+// destination is on.
 func Links(md string) []Link {
 	ls := lines(md)
 	var out []Link
-	for n := 1; n <= strings.Count(md, "\n")+1; n++ {
+	var para []string // the current paragraph's lines, code spans emptied
+	start := 0        // its first line
+	flush := func() {
+		block := strings.Join(para, "\n")
+		for _, m := range inlineRE.FindAllStringSubmatchIndex(block, -1) {
+			out = append(out, Link{start + strings.Count(block[:m[2]], "\n"), block[m[2]:m[3]]})
+		}
+		para = para[:0]
+	}
+	last := strings.Count(md, "\n") + 1
+	for n := 1; n <= last; n++ {
 		l, ok := ls[n]
-		if !ok {
+		if !ok || strings.TrimSpace(l) == "" {
+			flush()
 			continue
 		}
 		if m := refDefRE.FindStringSubmatch(l); m != nil {
+			flush()
 			out = append(out, Link{n, m[1]})
 			continue
 		}
 		l = codeRE.ReplaceAllString(l, "``")
-		for _, m := range inlineRE.FindAllStringSubmatch(l, -1) {
-			out = append(out, Link{n, m[1]})
+		if len(para) == 0 {
+			start = n
 		}
+		para = append(para, l)
 		for _, m := range htmlRE.FindAllStringSubmatch(l, -1) {
 			out = append(out, Link{n, m[1]})
 		}
 	}
+	flush()
+	slices.SortStableFunc(out, func(a, b Link) int { return a.Line - b.Line })
 	return out
 }
 
