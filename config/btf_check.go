@@ -136,18 +136,23 @@ func appendMembers(out []keyField, base int, ms []btf.Member) []keyField {
 	return out
 }
 
+// maxFieldVisits bounds the fields one lookup visits: unions of unions
+// repeat the same types at every level.
+const maxFieldVisits = 4096
+
 // lineUp returns the field, at any depth in f, whose bytes are exactly
 // [off, off+size): f itself, or one inside a member that holds them all.
-func lineUp(f keyField, off, size, depth int) (keyField, bool) {
+// budget counts down the fields visited (maxFieldVisits).
+func lineUp(f keyField, off, size, depth int, budget *int) (keyField, bool) {
 	if f.off == off && f.size == size {
 		return f, true
 	}
-	if depth == maxFieldDepth || off < f.off || off+size > f.off+f.size {
+	if *budget--; *budget <= 0 || depth == maxFieldDepth || off < f.off || off+size > f.off+f.size {
 		return keyField{}, false
 	}
 	for _, m := range members(f) {
 		if m.off <= off && off+size <= m.off+m.size {
-			if g, ok := lineUp(m, off, size, depth+1); ok {
+			if g, ok := lineUp(m, off, size, depth+1, budget); ok {
 				return g, true
 			}
 		}
@@ -156,9 +161,10 @@ func lineUp(f keyField, off, size, depth int) (keyField, bool) {
 }
 
 // named returns the fields named name at any depth in f (array elements
-// have no names and are not looked into), at most 16.
-func named(f keyField, name string, depth int, out []keyField) []keyField {
-	if depth == maxFieldDepth {
+// have no names and are not looked into), at most 16. budget counts down
+// the fields visited.
+func named(f keyField, name string, depth int, out []keyField, budget *int) []keyField {
+	if *budget--; *budget <= 0 || depth == maxFieldDepth {
 		return out
 	}
 	switch btf.UnderlyingType(f.typ).(type) {
@@ -173,7 +179,7 @@ func named(f keyField, name string, depth int, out []keyField) []keyField {
 		if m.name == name {
 			out = append(out, m)
 		}
-		out = named(m, name, depth+1, out)
+		out = named(m, name, depth+1, out, budget)
 	}
 	return out
 }
@@ -269,15 +275,17 @@ func (c *Config) CheckKeyLabels(path, mapName string, key btf.Type, keySize int,
 			return c.Errorf(lp, "label %s is bytes %d to %d of the key, %s (%s)", Quote(l.Name), s.Off, s.Off+s.Size, fmt.Sprintf(format, args...), layout())
 		}
 		f, lined := keyField{}, false
+		budget := maxFieldVisits
 		for _, t := range top {
-			if f, lined = lineUp(t, s.Off, s.Size, 0); lined {
+			if f, lined = lineUp(t, s.Off, s.Size, 0, &budget); lined {
 				break
 			}
 		}
 		if !lined {
 			f, lined = withPadding(top, s)
 		}
-		if same := named(root, l.Name, 0, nil); len(same) > 0 && !(lined && f.name == l.Name) && !spanOf(same, s) {
+		budget = maxFieldVisits
+		if same := named(root, l.Name, 0, nil, &budget); len(same) > 0 && !(lined && f.name == l.Name) && !spanOf(same, s) {
 			return fail("but %s is %s; it lands on %s", sameName(same[0]), spanText(same[0]), landsOn(top, s))
 		}
 		if !lined {
