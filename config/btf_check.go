@@ -229,7 +229,7 @@ func decoderMismatch(d string, f keyField) string {
 // label, the key field it lands on, and gives both layouts and their
 // sums, as in
 //
-//	x.yaml:9: metrics.counters[0].labels[0]: label "comm" is bytes 0 to 16 of the key, but key field "comm" is bytes 4 to 20 ("char"[16]); it lands on key field "sig" (bytes 0 to 4, "__u32") and key field "comm" (bytes 4 to 20, "char"[16]) (labels: "comm" 0-16, "signal" 16-20, 20 bytes; map "sigs" key struct "key": "sig" 0-4, "comm" 4-20, 20 bytes)
+//	x.yaml:6: metrics.counters[0].labels[0]: label "comm" is bytes 0 to 16 of the key, but key field "comm" is bytes 4 to 20 ("char"[16]); it lands on key field "sig" (bytes 0 to 4, "__u32") and part of key field "comm" (bytes 4 to 20, "char"[16]) (labels: "comm" 0-16, "signal" 16-20, 20 bytes; map "signals_total" key struct "sig_key": "sig" 0-4, "comm" 4-20, 20 bytes)
 func (c *Config) CheckKeyLabels(path, mapName string, key btf.Type, keySize int, labels []Label, histogram bool) error {
 	if key == nil {
 		return nil
