@@ -348,7 +348,7 @@ func TestCompileErrors(t *testing.T) {
 		"wide":      {Name: "wide", Type: ebpf.Hash, KeySize: 8, ValueSize: 12, MaxEntries: 1},
 	}}
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"key size", counterYAML, `test.yaml:5: metrics.counters[0].labels: label sizes add up to 8 bytes, but map "ops_total" has 12-byte keys`},
+		{"key size", counterYAML, `test.yaml:5: metrics.counters[0].labels: label sizes add up to 8 bytes, but map "ops_total" has 12-byte keys (labels: "op" 0-4, "dev" 4-8)`},
 		{"missing map", strings.Replace(counterYAML, "ops_total", "nope_total", 1), `test.yaml:3: metrics.counters[0].name: map "nope_total" not found in  (maps: ops_total, wide)`},
 		{"value size", strings.Replace(counterYAML, "ops_total", "wide", 1), `test.yaml:3: metrics.counters[0].name: map "wide" has 12-byte values, want an integer of 1, 2, 4 or 8 bytes (or a struct, with values:)`},
 		{"unknown decoder", strings.Replace(counterYAML, "name: static_map", "name: nope", 1),

@@ -39,8 +39,15 @@ type Plan struct {
 	Config  *config.Config
 	Metrics []*MetricPlan
 
+	// Warnings are the config's problems accepted with
+	// --compat.ebpf-exporter, which the caller logs: listed labels that
+	// contradict the key's BTF (config.CheckKeyLabels), each a
+	// *config.Error.
+	Warnings []error
+
 	stacks map[string]*ebpf.Map // filled by Bind
 	spec   *ebpf.CollectionSpec
+	compat bool // env.Compat
 }
 
 // MetricPlan describes one metric's map and key layout.
@@ -114,7 +121,7 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 	if spec == nil {
 		spec = &ebpf.CollectionSpec{}
 	}
-	p := &Plan{Config: cfg, spec: spec, stacks: map[string]*ebpf.Map{}}
+	p := &Plan{Config: cfg, spec: spec, stacks: map[string]*ebpf.Map{}, compat: env != nil && env.Compat}
 	for i, c := range cfg.Metrics.Counters {
 		path := fmt.Sprintf("metrics.counters[%d]", i)
 		if c.PerfEventArray {
@@ -190,7 +197,7 @@ func Compile(cfg *config.Config, spec *ebpf.CollectionSpec, env *decoder.Env) (*
 		mp.BucketOff = off
 		mp.BucketSize = b.Size
 		if want := off + b.Size + b.Padding; want != mp.KeySize {
-			return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %s has %d-byte keys", want, config.Quote(h.Name), mp.KeySize)
+			return nil, sumError(cfg, path, h.Name, labels, mp.KeySize)
 		}
 		if n := bucketCount(h); n > config.MaxBuckets {
 			return nil, cfg.Errorf(path+".bucket_max", "%d buckets, more than the limit of %d", n, config.MaxBuckets)
@@ -320,7 +327,7 @@ func (p *Plan) compileMetric(path, name, help string, labels []config.Label, env
 		return nil, err
 	}
 	if checkSize && off != mp.KeySize {
-		return nil, cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %s has %d-byte keys", off, config.Quote(name), mp.KeySize)
+		return nil, sumError(cfg, path, name, labels, mp.KeySize)
 	}
 	return mp, nil
 }

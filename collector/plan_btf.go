@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"github.com/cilium/ebpf"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/decoder"
 )
@@ -12,12 +13,19 @@ import (
 // overrides (config.InferLabels), the labels config.LabelsFromBTF infers
 // from the BTF type of the map's key. inferred says which. Either way the
 // result is a plain label list, compiled by compileMetric like any other.
+//
+// Listed labels are checked against the key first (checkListed).
 func (p *Plan) resolveLabels(path, name string, labels []config.Label, histogram bool) (out []config.Label, inferred bool, err error) {
-	if !config.InferLabels(labels) {
-		return labels, false, nil
-	}
 	cfg := p.Config
 	ms, ok := p.spec.Maps[name]
+	if !config.InferLabels(labels) {
+		if ok && ms != nil && readable(ms.Type) {
+			if err := p.checkListed(path, name, ms, labels, histogram); err != nil {
+				return nil, false, err
+			}
+		}
+		return labels, false, nil
+	}
 	if !ok || ms == nil {
 		return nil, false, cfg.Errorf(path+".name", "map %s not found in %s (maps: %s)", config.Quote(name), cfg.Object, mapNames(p.spec))
 	}
@@ -26,6 +34,39 @@ func (p *Plan) resolveLabels(path, name string, labels []config.Label, histogram
 		return nil, false, err
 	}
 	return out, out != nil, nil
+}
+
+// checkListed checks the labels a metric lists for map name against the
+// map's key: against its BTF type (config.CheckKeyLabels), then that
+// their sizes do not add up to more than the key's (sumError). A BTF mismatch is an error,
+// or with --compat.ebpf-exporter (which accepts such labels) a warning
+// appended to p.Warnings. Labels with a size or padding out of range are
+// left to compileLabels, which names them.
+func (p *Plan) checkListed(path, name string, ms *ebpf.MapSpec, labels []config.Label, histogram bool) error {
+	cfg := p.Config
+	if err := cfg.CheckKeyLabels(path, name, ms.Key, int(ms.KeySize), labels, histogram); err != nil {
+		if !p.compat {
+			return err
+		}
+		p.Warnings = append(p.Warnings, err)
+	}
+	// Labels past the end of the key: said here, before compileLabels
+	// would name the first label that crosses it, which need not be the
+	// wrong one. Labels short of the key are said after their decoders
+	// compile, by compileMetric or Compile.
+	_, end, ok := config.LabelSpans(labels)
+	if ok && end > int(ms.KeySize) {
+		return sumError(cfg, path, name, labels, int(ms.KeySize))
+	}
+	return nil
+}
+
+// sumError is the error for labels whose sizes and paddings do not add up
+// to keySize bytes (all in range, see config.LabelSpans): it names no single label (any of them
+// may be the wrong one) but lists them all with their bytes.
+func sumError(cfg *config.Config, path, name string, labels []config.Label, keySize int) error {
+	spans, end, _ := config.LabelSpans(labels)
+	return cfg.Errorf(path+".labels", "label sizes add up to %d bytes, but map %s has %d-byte keys (labels: %s)", end, config.Quote(name), keySize, config.FormatSpans(spans))
 }
 
 // MetricLayout is how one metric reads its map's keys, for

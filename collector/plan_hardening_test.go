@@ -95,7 +95,7 @@ func TestHardening01KeyOffsetOverflow(t *testing.T) {
 			8, "code.yaml: metrics.counters[0].labels[0].size: must be 1 to 4096 bytes, got 9223372036854775807"},
 		{"label past the key", &config.Config{File: "code.yaml", Metrics: config.Metrics{Counters: []config.Counter{{
 			Name: "ops_total", Help: "h", Labels: []config.Label{{Name: "a", Size: 16, Decoders: hex}}}}}},
-			8, "code.yaml: metrics.counters[0].labels[0].size: bytes 0 to 16 are past the end of the 8-byte map key"},
+			8, `code.yaml: metrics.counters[0].labels: label sizes add up to 16 bytes, but map "ops_total" has 8-byte keys (labels: "a" 0-16)`},
 		{"negative padding", &config.Config{File: "code.yaml", Metrics: config.Metrics{Counters: []config.Counter{{
 			Name: "ops_total", Help: "h", Labels: []config.Label{
 				{Name: "a", Size: 8, Padding: -8, Decoders: hex}, {Name: "b", Size: 8, Decoders: hex}}}}}},
@@ -103,7 +103,7 @@ func TestHardening01KeyOffsetOverflow(t *testing.T) {
 		{"bucket past the key", &config.Config{File: "code.yaml", Metrics: config.Metrics{Histograms: []config.Histogram{{
 			Name: "ops_total", Help: "h", BucketType: config.BucketExp2, BucketMax: 3, Labels: []config.Label{
 				{Name: "a", Size: 4, Padding: 4, Decoders: hex}, {Name: "bucket", Size: 8}}}}}},
-			8, "code.yaml: metrics.histograms[0].labels[1].size: bytes 8 to 16 are past the end of the 8-byte map key"},
+			8, `code.yaml: metrics.histograms[0].labels: label sizes add up to 16 bytes, but map "ops_total" has 8-byte keys (labels: "a" 0-4 +4 padding, "bucket" 8-16)`},
 		{"huge bucket label", &config.Config{File: "code.yaml", Metrics: config.Metrics{Histograms: []config.Histogram{{
 			Name: "ops_total", Help: "h", BucketType: config.BucketExp2, BucketMax: 3, Labels: []config.Label{
 				{Name: "bucket", Size: 1 << 62, Padding: 1 << 62}}}}}},

@@ -11,7 +11,7 @@ import (
 )
 
 // FuzzLabelsFromBTF feeds raw BTF (the .BTF section of an object, which
-// comes from outside like the YAML) to LabelsFromBTF: every type the
+// comes from outside like the YAML) to LabelsFromBTF and CheckKeyLabels: every type the
 // parser accepts, as a counter's key and as a histogram's, with the key
 // size the type claims and one byte more. It must never panic; labels
 // returned lie inside the key and cover it exactly, and errors name the
@@ -57,6 +57,15 @@ func FuzzLabelsFromBTF(f *testing.F) {
 					}
 					if labels != nil && KeySize(labels) != ks {
 						t.Fatalf("labels %+v cover %d bytes of a %d-byte key", labels, KeySize(labels), ks)
+					}
+					// Listed labels checked against the same type: the
+					// inferred ones, one label over the whole key, and
+					// a fixed u32 + char[16] layout.
+					for _, listed := range [][]Label{labels, {{Name: "m", Size: ks, Decoders: []Decoder{{Name: "string"}}}},
+						{{Name: "a", Size: 4, Decoders: []Decoder{{Name: "uint"}}}, {Name: "comm", Size: 16, Decoders: []Decoder{{Name: "string"}}}}} {
+						if err := c.CheckKeyLabels("metrics.counters[0]", "m", typ, ks, listed, hist); err != nil && !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
+							t.Fatalf("error %q does not name the file", err)
+						}
 					}
 				}
 			}

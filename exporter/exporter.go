@@ -491,6 +491,9 @@ func (e *Exporter) prepare(src Source, env *decoder.Env, remote bool) (*prepared
 	if p.plan, err = collector.Compile(cfg, p.spec, env); err != nil {
 		return nil, err
 	}
+	for _, w := range p.plan.Warnings {
+		e.log.Warn("labels do not match the map key's BTF type; accepted with --compat.ebpf-exporter", "config", cfg.Name, "err", w)
+	}
 	if p.spanPlan, err = spans.Compile(cfg, p.spec, env); err != nil {
 		return nil, err
 	}

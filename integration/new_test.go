@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,6 +83,17 @@ func TestNewProgram(t *testing.T) {
 		if !strings.Contains(out, "ok    "+p.name+" ") {
 			t.Errorf("%s: make check:\n%s", p.name, out)
 		}
+		// new's YAML gives no sizes: the layout is the key's, from BTF.
+		out = run(dir, binary, "--config.check", "--verbose", "--config.dir=.", "--config.names="+p.name)
+		want := []string{"-byte key): labels inferred from BTF"}
+		if p.name == "kenew_sig" {
+			want = append(want, "signal off   0 size   4  signal\n", "comm   off   4 size  16  string\n")
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: --config.check --verbose lacks %q (labels from BTF):\n%s", p.name, w, out)
+			}
+		}
 		for _, f := range []string{p.name + ".bpf.o", p.name + ".yaml"} {
 			b, err := os.ReadFile(filepath.Join(dir, f))
 			if err != nil {
@@ -136,8 +148,8 @@ func TestNewProgram(t *testing.T) {
 
 // signalKey makes the counter new wrote at signal:signal_generate count
 // by signal and comm, as README's "Writing your own program" shows: the
-// key gains the tracepoint's sig, which the YAML decodes with the signal
-// decoder.
+// key gains a field signal, the tracepoint's sig, whose label comes from
+// BTF and which the YAML only gives the signal decoder.
 func signalKey(t *testing.T, dir, name string) {
 	t.Helper()
 	src := filepath.Join(dir, name+".bpf.c")
@@ -147,10 +159,9 @@ func signalKey(t *testing.T, dir, name string) {
 	}
 	c := string(b)
 	for old, repl := range map[string]string{
-		"struct " + name + "_key {\n\tchar comm[16];\n};":                                    "struct " + name + "_key {\n\t__u32 sig;\n\tchar comm[16];\n};",
-		"sizeof(struct " + name + "_key) == 16, \"" + name + ".yaml expects a 16-byte key\"": "sizeof(struct " + name + "_key) == 20, \"" + name + ".yaml expects a 20-byte key\"",
-		"int " + name + "_count(void *ctx)":                                                  "int " + name + "_count(struct trace_event_raw_signal_generate *ctx)",
-		"struct " + name + "_key key = {};":                                                  "struct " + name + "_key key = { .sig = ctx->sig };",
+		"struct " + name + "_key {\n\tchar comm[16];\n};": "struct " + name + "_key {\n\t__u32 signal;\n\tchar comm[16];\n};",
+		"int " + name + "_count(void *ctx)":               "int " + name + "_count(struct trace_event_raw_signal_generate *ctx)",
+		"struct " + name + "_key key = {};":               "struct " + name + "_key key = { .signal = ctx->sig };",
 	} {
 		if !strings.Contains(c, old) {
 			t.Fatalf("%s lacks %q: new's template changed, and README's example with it?", src, old)
@@ -169,8 +180,57 @@ func signalKey(t *testing.T, dir, name string) {
 	if !strings.Contains(string(b), label) {
 		t.Fatalf("%s has no labels:\n%s", y, b)
 	}
-	b = []byte(strings.Replace(string(b), label, label+"        - name: signal\n          size: 4\n          decoders:\n            - name: signal\n", 1))
+	// The new field is a label without a size (BTF gives it): only its
+	// decoder is set.
+	b = []byte(strings.Replace(string(b), label, label+"        - name: signal\n          decoders:\n            - name: signal\n", 1))
 	if err := os.WriteFile(y, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNewRefusesMissingKprobes: on a kernel without kprobes (as this
+// project's test machines, CONFIG_KPROBES off), `new --attach kprobe:...`
+// writes nothing and exits 2 with the reason and the tracepoints named
+// like the function that work here; --no-kernel-check writes the program
+// anyway, for another kernel. On a kernel with kprobes it is skipped
+// (the kprobe is then fine; scaffold's unit tests cover the message).
+func TestNewRefusesMissingKprobes(t *testing.T) {
+	for _, p := range []string{"/sys/bus/event_source/devices/kprobe/type", "/sys/kernel/tracing/kprobe_events", "/sys/kernel/debug/tracing/kprobe_events"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Skipf("this kernel has kprobes (%s): new writes kprobe programs here", p)
+		}
+	}
+	if _, err := os.Stat("/sys/kernel/tracing/events/syscalls/sys_enter_nanosleep"); err != nil {
+		if err := unix.Mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil && err != unix.EBUSY {
+			t.Fatalf("mount tracefs: %v", err)
+		}
+	}
+	work := t.TempDir()
+	cmd := exec.Command(binary, "new", "kenew_kp", "--attach", "kprobe:do_nanosleep")
+	cmd.Dir = work
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("new --attach kprobe:do_nanosleep: %v, want exit 2\n%s%s", err, stdout.String(), stderr.String())
+	}
+	const want = "kernel_exporter new: --attach kprobe:do_nanosleep: kprobes not supported by this kernel (no kprobe PMU or kprobe_events); " +
+		"what works here, by name: tracepoint:syscalls:sys_enter_nanosleep, tracepoint:syscalls:sys_enter_clock_nanosleep; " +
+		"or --no-kernel-check to write it anyway (for another kernel)\n"
+	if stderr.String() != want {
+		t.Errorf("new --attach kprobe:do_nanosleep printed\n%s\nwant\n%s", stderr.String(), want)
+	}
+	if _, err := os.Stat(filepath.Join(work, "kenew_kp")); !os.IsNotExist(err) {
+		t.Errorf("refused, but wrote %s (%v)", filepath.Join(work, "kenew_kp"), err)
+	}
+
+	cmd = exec.Command(binary, "new", "kenew_kp", "--attach", "kprobe:do_nanosleep", "--no-kernel-check")
+	cmd.Dir = work
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "wrote kenew_kp/Makefile") {
+		t.Fatalf("new --no-kernel-check: %v\n%s", err, out)
+	}
+	if src, err := os.ReadFile(filepath.Join(work, "kenew_kp", "kenew_kp.bpf.c")); err != nil || !strings.Contains(string(src), `SEC("kprobe/do_nanosleep")`) {
+		t.Errorf("new --no-kernel-check did not write the kprobe program: %v", err)
 	}
 }

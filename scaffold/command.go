@@ -24,7 +24,7 @@ type Command struct {
 	cmd                       *kingpin.CmdClause
 	name, attach, until, kind *string
 	dir                       *string
-	force                     *bool
+	force, kernelCheck        *bool
 }
 
 // AddCommand registers `new` and its arguments on app.
@@ -37,6 +37,7 @@ func AddCommand(app *kingpin.Application) *Command {
 	c.until = c.cmd.Flag("until", "With --kind histogram: where the time ends (same forms as --attach). Default: the return of a kprobe, fentry or uprobe function, or the exit of a syscall entry tracepoint.").String()
 	c.dir = c.cmd.Flag("dir", "Directory to write into. Default: ./<name>.").String()
 	c.force = c.cmd.Flag("force", "Overwrite the files of an existing program in --dir.").Bool()
+	c.kernelCheck = c.cmd.Flag("kernel-check", "Refuse an --attach or --until kind the running kernel cannot run (kprobes, fentry, ...), offering tracepoints named like the function; --no-kernel-check writes it anyway, for another kernel.").Default("true").Bool()
 	return c
 }
 
@@ -48,13 +49,18 @@ func (c *Command) Clause() *kingpin.CmdClause { return c.cmd }
 func (c *Command) Run(stdout, stderr io.Writer) int {
 	exe, _ := os.Executable()
 	return Run(Options{Name: *c.name, Attach: *c.attach, Until: *c.until, Kind: *c.kind, Dir: *c.dir, Force: *c.force,
-		Exe: exe, Stdout: stdout, Stderr: stderr})
+		CheckKernel: *c.kernelCheck, Exe: exe, Stdout: stdout, Stderr: stderr})
 }
 
 // Options are the arguments of Run.
 type Options struct {
 	Name, Attach, Until, Kind, Dir string
 	Force                          bool
+	// CheckKernel refuses attach kinds the running kernel cannot run
+	// (Kernel.CheckKernel), as --kernel-check (the default) does.
+	CheckKernel bool
+	// Kernel is what the check asks (SystemKernel when nil).
+	Kernel *Kernel
 	// Exe is the running kernel_exporter (os.Executable): the Makefile
 	// runs it, and its install may provide the headers.
 	Exe            string
@@ -82,6 +88,21 @@ func Run(o Options) int {
 	p, err := NewProgram(o.Name, o.Kind, o.Attach, o.Until)
 	if err != nil {
 		return fail(2, err)
+	}
+	if o.CheckKernel {
+		k := o.Kernel
+		if k == nil {
+			k = SystemKernel()
+		}
+		root := os.Geteuid() == 0
+		if err := k.CheckKernel("--attach", p.Attach, root); err != nil {
+			return fail(2, err)
+		}
+		if p.Kind == KindHistogram && p.Until.Kind != p.Attach.Kind {
+			if err := k.CheckKernel("--until", p.Until, root); err != nil {
+				return fail(2, err)
+			}
+		}
 	}
 	dir := o.Dir
 	if dir == "" {

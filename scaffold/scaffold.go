@@ -186,16 +186,16 @@ func (p Program) Render(b Build) (Files, error) {
 
 // hint tells how to read the event's arguments, by attach kind.
 func hint(a Attach) string {
-	switch {
-	case a.Kind == "tracepoint" && a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_enter_"):
-		// syscalls:sys_enter_* have no struct of their own in vmlinux.h;
-		// raw_syscalls' has the same offsets for the arguments.
-		return "\n * The syscall's arguments: declare ctx as struct trace_event_raw_sys_enter *ctx\n * (the syscalls:sys_enter_* events have no struct of their own in vmlinux.h)\n * and read ctx->args[0] to args[5], in the order of\n * /sys/kernel/tracing/events/syscalls/" + a.Event + "/format."
-	case a.Kind == "tracepoint" && a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_exit_"):
-		return "\n * The syscall's return value: declare ctx as struct trace_event_raw_sys_exit *ctx\n * (the syscalls:sys_exit_* events have no struct of their own in vmlinux.h)\n * and read ctx->ret."
-	}
 	switch a.Kind {
 	case "tracepoint":
+		if raw, ok := syscallContext(a); ok {
+			args := "long args[6], the syscall's arguments in order"
+			if strings.HasSuffix(raw, "exit") {
+				args = "long ret, the syscall's return value"
+			}
+			return "\n * The tracepoint's arguments: declare ctx as struct " + raw + " *ctx\n * (syscall tracepoints share it; see vmlinux.h and\n * /sys/kernel/tracing/events/" + a.Group + "/" + a.Event +
+				"/format) and read its\n * " + args + "."
+		}
 		return "\n * The tracepoint's arguments: declare ctx as struct trace_event_raw_" + a.Event +
 			" *ctx\n * (or its event class's struct; see vmlinux.h and\n * /sys/kernel/tracing/events/" + a.Group + "/" + a.Event +
 			"/format) and read its fields:\n * signal:signal_generate's int sig, decoded by the signal decoder, counts\n * signals by name (SIGKILL, SIGCHLD)."
@@ -205,6 +205,24 @@ func hint(a Attach) string {
 		return "\n * The function's arguments: BPF_PROG from <bpf/bpf_tracing.h> names them."
 	}
 	return "\n * The function's arguments: PT_REGS_PARM1(ctx) ... from <bpf/bpf_tracing.h>."
+}
+
+// syscallContext returns the struct of a syscall tracepoint's context:
+// trace_event_raw_sys_enter for raw_syscalls:sys_enter and
+// syscalls:sys_enter_*, trace_event_raw_sys_exit for the exits (the
+// per-syscall events have no trace_event_raw_<event> struct of their own;
+// both structs lay out their fields as those events do: the syscall
+// number's 8 bytes, then args[6] or ret).
+func syscallContext(a Attach) (string, bool) {
+	switch {
+	case a.Group == "raw_syscalls" && (a.Event == "sys_enter" || a.Event == "sys_exit"):
+		return "trace_event_raw_" + a.Event, true
+	case a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_enter_"):
+		return "trace_event_raw_sys_enter", true
+	case a.Group == "syscalls" && strings.HasPrefix(a.Event, "sys_exit_"):
+		return "trace_event_raw_sys_exit", true
+	}
+	return "", false
 }
 
 // Write writes files into dir, creating it. Unless force is set it refuses

@@ -5,6 +5,7 @@ package scaffold
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,23 +159,26 @@ func TestRender(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s: the YAML does not parse: %v\n%s", p.Kind, p.Attach, err, files[p.Name+".yaml"])
 		}
-		want, size := p.Name+"_total", 16
+		// The labels are inferred from the key's BTF: comm's decoder
+		// only, no sizes.
+		want := p.Name + "_total"
 		var got string
-		var key int
+		var labels []config.Label
 		if n := len(cfg.Metrics.Counters); n == 1 && len(cfg.Metrics.Histograms) == 0 {
-			got, key = cfg.Metrics.Counters[0].Name, config.KeySize(cfg.Metrics.Counters[0].Labels)
+			got, labels = cfg.Metrics.Counters[0].Name, cfg.Metrics.Counters[0].Labels
 		}
 		if p.Kind == KindHistogram {
-			want, size = p.Name+"_seconds", 20
+			want = p.Name + "_seconds"
 			if n := len(cfg.Metrics.Histograms); n == 1 && len(cfg.Metrics.Counters) == 0 {
-				got, key = cfg.Metrics.Histograms[0].Name, config.KeySize(cfg.Metrics.Histograms[0].Labels)
+				got, labels = cfg.Metrics.Histograms[0].Name, cfg.Metrics.Histograms[0].Labels
 			}
 			if !strings.Contains(src, `SEC("`+p.Until.Section()+`")`) {
 				t.Errorf("%s: no program at %s", p.Attach, p.Until.Section())
 			}
 		}
-		if got != want || key != size {
-			t.Errorf("%s %s: YAML metric %q with a %d-byte key, want %s with %d bytes", p.Kind, p.Attach, got, key, want, size)
+		if got != want || !config.LabelOverrides(labels) || len(labels) != 1 || labels[0].Name != "comm" ||
+			len(labels[0].Decoders) != 1 || labels[0].Decoders[0].Name != "string" {
+			t.Errorf("%s %s: YAML metric %q with labels %+v, want %s with comm's decoder string and no sizes (from BTF)", p.Kind, p.Attach, got, labels, want)
 		}
 		mk := string(files["Makefile"])
 		for _, want := range []string{"NAME            := " + p.Name + "\n", "CLANG           ?= clang-19\n",
@@ -397,5 +401,70 @@ func TestHintStructs(t *testing.T) {
 		if !bytes.Contains(vmlinux, []byte("\nstruct "+want+" {\n")) {
 			t.Errorf("%s: struct %s is not in %s/vmlinux.h", spec, want, include.Arch)
 		}
+	}
+}
+
+// fakeKernel has no kprobes and no fentry, and the tracepoints given.
+func fakeKernel(tps ...string) *Kernel {
+	return &Kernel{
+		HaveFeature: func(name string) error {
+			switch name {
+			case "kprobes":
+				return fmt.Errorf("kprobes %w (no kprobe PMU or kprobe_events)", loader.ErrUnsupported)
+			case "fentry":
+				return fmt.Errorf("fentry/fexit %w: load probe program for bpf_fentry_test1: load program: operation not permitted", loader.ErrUnsupported)
+			}
+			return nil
+		},
+		Tracepoints:   func() []string { return tps },
+		BTFTracepoint: func(ev string) bool { return ev == "tcp_sendmsg_locked" },
+	}
+}
+
+// TestCheckKernel: an attach kind the kernel lacks is refused with what
+// works instead, by name: tracepoints (the entry ones for a kprobe or
+// fentry, the exit ones for a kretprobe or fexit), then raw_tp and tp_btf
+// forms of real tracepoints.
+func TestCheckKernel(t *testing.T) {
+	k := fakeKernel("syscalls:sys_enter_nanosleep", "syscalls:sys_exit_nanosleep", "syscalls:sys_enter_clock_nanosleep",
+		"syscalls:sys_exit_clock_nanosleep", "tcp:tcp_sendmsg_locked", "sched:sched_switch", "timer:hrtimer_start")
+	const force = "; or --no-kernel-check to write it anyway (for another kernel)"
+	for _, tc := range []struct {
+		attach string
+		root   bool
+		want   string
+	}{
+		{"kprobe:do_nanosleep", true, "--attach kprobe:do_nanosleep: kprobes not supported by this kernel (no kprobe PMU or kprobe_events); what works here, by name: tracepoint:syscalls:sys_enter_nanosleep, tracepoint:syscalls:sys_enter_clock_nanosleep" + force},
+		{"kretprobe:do_nanosleep", true, "--attach kretprobe:do_nanosleep: kprobes not supported by this kernel (no kprobe PMU or kprobe_events); what works here, by name: tracepoint:syscalls:sys_exit_nanosleep, tracepoint:syscalls:sys_exit_clock_nanosleep" + force},
+		{"fentry:tcp_sendmsg.isra.0", true, "--attach fentry:tcp_sendmsg.isra.0: fentry/fexit not supported by this kernel: load probe program for bpf_fentry_test1: load program: operation not permitted; what works here, by name: tracepoint:tcp:tcp_sendmsg_locked, raw_tp:tcp_sendmsg_locked, tp_btf:tcp_sendmsg_locked" + force},
+		{"kprobe:__x64_sys_nanosleep", false, "--attach kprobe:__x64_sys_nanosleep: kprobes not supported by this kernel (no kprobe PMU or kprobe_events); what works here, by name: tracepoint:syscalls:sys_enter_nanosleep, tracepoint:syscalls:sys_enter_clock_nanosleep" + force},
+		{"kprobe:zz_nothing", true, "--attach kprobe:zz_nothing: kprobes not supported by this kernel (no kprobe PMU or kprobe_events); no tracepoint is named like it: look for one in /sys/kernel/tracing/events (tracepoint:<group>:<event>)" + force},
+		{"fentry:vfs_read", false, ""}, // not root: fentry's probe cannot tell
+		{"tp_btf:sched_switch", true, ""},
+		{"tracepoint:sched:sched_switch", true, ""},
+	} {
+		a, err := ParseAttach("--attach", tc.attach)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = k.CheckKernel("--attach", a, tc.root)
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("%s:\n got: %v\nwant: %s", tc.attach, err, tc.want)
+		}
+	}
+
+	// Run refuses, writing nothing; without CheckKernel it writes.
+	var out, errOut bytes.Buffer
+	o := Options{Name: "kp", Kind: KindHistogram, Attach: "kprobe:do_nanosleep", Dir: filepath.Join(t.TempDir(), "kp"), CheckKernel: true, Kernel: k,
+		Stdout: &out, Stderr: &errOut, LookPath: func(c string) (string, error) { return "/usr/bin/" + c, nil }}
+	if rc := Run(o); rc != 2 || !strings.HasPrefix(errOut.String(), "kernel_exporter new: --attach kprobe:do_nanosleep: kprobes not supported") {
+		t.Errorf("Run = %d, %s", rc, errOut.String())
+	}
+	if _, err := os.Stat(o.Dir); !os.IsNotExist(err) {
+		t.Errorf("refused, but %s exists (%v)", o.Dir, err)
+	}
+	o.CheckKernel = false
+	if rc := Run(o); rc != 0 {
+		t.Errorf("Run without the kernel check = %d, %s", rc, errOut.String())
 	}
 }
