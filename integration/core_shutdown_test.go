@@ -229,5 +229,5 @@ func testShutdown(t *testing.T, sig syscall.Signal, group bool) {
 		}
 		it.Close()
 		return len(left) == 0
-	}, "after %v and exit, still in the kernel: %v", sig, left)
+	}, "after %v and exit, still in the kernel: %v", sig, func() string { return strings.Join(left, ", ") })
 }
