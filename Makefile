@@ -131,7 +131,7 @@ RUN_ARGS  ?=
 # Nothing is installed with its Recommends (tools/install-debs.sh): what the
 # tests need is named, ca-certificates (Go modules over HTTPS) and kmod
 # (modprobe, for kernels that load veth and friends as modules) included.
-TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc libc6-dev systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids libbpf-tools bpftool
+TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc libc6-dev systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids libbpf-tools bpftool debootstrap systemd-container
 # QEMU for the kernel matrix (headless: no GUI libraries, as nothing is
 # installed with its Recommends).
 QEMU_DEBS := qemu-system-x86
@@ -145,9 +145,11 @@ run: build
 	./$(BINARY) $(RUN_ARGS)
 
 # Installs only what is missing, so it is quick on a prepared machine: the
-# Debian packages, then the kube-apiserver the Kubernetes tests run and the
-# OpenTelemetry Collector the OTLP tests send to (built once from the Go
-# module proxy, cached in .cache/kube-apiserver and .cache/otelcol).
+# Debian packages, the Debian 12 tree TestSystemdDeb boots under
+# systemd-nspawn (debootstrap, once, about 200 MB in .cache/nspawn), then
+# the kube-apiserver the Kubernetes tests run and the OpenTelemetry
+# Collector the OTLP tests send to (built once from the Go module proxy,
+# cached in .cache/kube-apiserver and .cache/otelcol).
 # tools/install-debs.sh installs without Recommends and leaves no service
 # running or enabled (etcd, prometheus, podman.socket...): the tests start
 # their own.
@@ -156,6 +158,7 @@ test-deps:
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && tools/install-debs.sh $$missing; fi
+	tools/heartbeat.sh tools/nspawn/debian-tree.sh .cache/nspawn/debian12
 	$(MAKE) --no-print-directory kube-apiserver
 	$(MAKE) --no-print-directory otelcol
 

@@ -11,11 +11,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/proctest"
 )
 
 // programIDs returns the IDs of every BPF program loaded in the kernel,
@@ -90,12 +93,44 @@ func sortedIDs(m map[uint32]bool) []uint32 {
 	return ids
 }
 
-// TestShutdownUnloadsPrograms runs the default programs, then sends SIGTERM
-// and checks the process exits 0 and every BPF program, map and link it
-// created is gone from the kernel.
+// warnLines returns the lines of logs at level WARN or ERROR.
+func warnLines(logs string) []string {
+	var out []string
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestShutdownUnloadsPrograms runs the default programs in a process
+// group of their own and stops them three ways: SIGTERM to the whole
+// group (systemd's default KillMode=control-group signals every process
+// of the service, the privileged helpers included), SIGINT to the whole
+// group (Ctrl-C in a terminal), and SIGTERM to the main process alone
+// (KillMode=mixed, kill PID). Each time the process exits 0, logs no
+// line at WARN or ERROR, its helpers are gone, and every BPF program,
+// map and link it created is gone from the kernel.
 func TestShutdownUnloadsPrograms(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sig   syscall.Signal
+		group bool
+	}{
+		{"SIGTERM to the process group", syscall.SIGTERM, true},
+		{"SIGINT to the process group", syscall.SIGINT, true},
+		{"SIGTERM to the main process", syscall.SIGTERM, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testShutdown(t, tc.sig, tc.group)
+		})
+	}
+}
+
+func testShutdown(t *testing.T, sig syscall.Signal, group bool) {
 	before := programIDs(t)
-	e := Start(t)
+	e := startProc(t, nil, &syscall.SysProcAttr{Setpgid: true})
 	pid := e.cmd.Process.Pid
 	during := programIDs(t)
 	held := bpfFDs(t, pid)
@@ -103,6 +138,13 @@ func TestShutdownUnloadsPrograms(t *testing.T) {
 	attached := e.Scrape().Value("kernel_exporter_program_attached", nil)
 	if attached < 1 {
 		t.Fatalf("no program attached\n%s", e.Logs())
+	}
+	helpers := proctest.Children(pid)
+	for _, h := range helpers {
+		helpers = append(helpers, proctest.Children(h)...)
+	}
+	if len(helpers) != 2 {
+		t.Errorf("the exporter runs helpers %v, want the supervisor and its worker", helpers)
 	}
 	// Ours: the programs that appeared since the start and that the process
 	// holds, and any other new program with one of their names.
@@ -130,10 +172,28 @@ func TestShutdownUnloadsPrograms(t *testing.T) {
 	if len(ours) < int(attached) {
 		t.Errorf("found %d new programs of the exporter, want >= %v attached", len(ours), attached)
 	}
-	t.Logf("exporter pid %d: %d programs %v, %d maps, %d links %v", pid, len(ours), ours, len(held["map_id"]), len(held["link_id"]), sortedIDs(held["link_id"]))
+	t.Logf("exporter pid %d, helpers %v: %d programs %v, %d maps, %d links %v", pid, helpers, len(ours), ours, len(held["map_id"]), len(held["link_id"]), sortedIDs(held["link_id"]))
 
-	if err := e.Stop(); err != nil {
-		t.Fatalf("kernel_exporter exit after SIGTERM: %v, want exit code 0\n%s", err, e.Logs())
+	target := pid
+	if group {
+		target = -pid
+	}
+	if err := syscall.Kill(target, sig); err != nil {
+		t.Fatalf("kill(%d, %v): %v", target, sig, err)
+	}
+	select {
+	case err := <-e.done:
+		if err != nil {
+			t.Fatalf("kernel_exporter exit after %v: %v, want exit code 0\n%s", sig, err, e.Logs())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("kernel_exporter still running 20 s after %v\n%s", sig, e.Logs())
+	}
+	if w := warnLines(e.Logs()); len(w) > 0 {
+		t.Errorf("a clean stop (%v) logged %d lines at WARN or ERROR:\n%s", sig, len(w), strings.Join(w, "\n"))
+	}
+	for _, h := range helpers {
+		Eventually(t, 5*time.Second, func() bool { return syscall.Kill(h, 0) != nil }, "helper %d still running after the exporter exited", h)
 	}
 	// The kernel frees programs, maps and links after the last reference
 	// goes, partly from deferred work: allow it a moment.
@@ -169,5 +229,5 @@ func TestShutdownUnloadsPrograms(t *testing.T) {
 		}
 		it.Close()
 		return len(left) == 0
-	}, "after SIGTERM and exit, still in the kernel: %v", left)
+	}, "after %v and exit, still in the kernel: %v", sig, func() string { return strings.Join(left, ", ") })
 }

@@ -134,6 +134,13 @@ func Start(t *testing.T, args ...string) *Exporter {
 // the wrapper gets the binary and its arguments appended.
 func startWrapped(t *testing.T, wrapper []string, args ...string) *Exporter {
 	t.Helper()
+	return startProc(t, wrapper, nil, args...)
+}
+
+// startProc is startWrapped with the process's attributes set to sys (nil:
+// the defaults), e.g. Setpgid for a process group of its own.
+func startProc(t *testing.T, wrapper []string, sys *syscall.SysProcAttr, args ...string) *Exporter {
+	t.Helper()
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
@@ -141,6 +148,7 @@ func startWrapped(t *testing.T, wrapper []string, args ...string) *Exporter {
 	e.cmd = exec.Command(argv[0], argv[1:]...)
 	e.cmd.Stdout = e.logs
 	e.cmd.Stderr = e.logs
+	e.cmd.SysProcAttr = sys
 	if err := e.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

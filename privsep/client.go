@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,8 @@ type Client struct {
 	pid     int           // the worker's
 	upCh    chan struct{} // closed while a worker runs
 	started bool          // a worker ran before
+
+	stopping atomic.Bool // the exporter is stopping (Stopping)
 
 	ctl  *net.UnixConn // the supervisor's socket (nil: a bare client)
 	cmd  *exec.Cmd
@@ -212,7 +215,9 @@ func (c *Client) follow() {
 		n, oobn, flags, _, err := c.ctl.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
 			c.setConn(nil, 0)
-			if !errors.Is(err, net.ErrClosed) {
+			if c.stopping.Load() {
+				c.log.Debug("privileged helper supervisor exited while the exporter stops", "err", err)
+			} else if !errors.Is(err, net.ErrClosed) {
 				c.log.Error("privileged helper supervisor exited: the helper will not be restarted (reloads of changed configs, the CPU budget's statistics and re-attaches of tracepoint programs fail from now on)", "err", err)
 			}
 			return
@@ -232,6 +237,10 @@ func (c *Client) follow() {
 		}
 		if !m.up {
 			c.setConn(nil, 0)
+			if c.stopping.Load() {
+				c.log.Debug("privileged helper exited while the exporter stops", "pid", m.pid, "status", m.status)
+				continue
+			}
 			c.log.Warn("privileged helper exited: it is started again after a backoff", "pid", m.pid, "status", m.status)
 			continue
 		}
@@ -251,6 +260,16 @@ func (c *Client) follow() {
 			c.log.Debug("privileged helper up", "pid", m.pid)
 		}
 		c.setConn(uc, m.pid)
+	}
+}
+
+// Stopping tells c that the exporter has begun to stop (a SIGTERM or
+// SIGINT, which systemd and a terminal send to the helpers too): from
+// now on an exit of the helpers is part of the stop, logged at debug
+// level, not reported as a failure. Safe on a nil client.
+func (c *Client) Stopping() {
+	if c != nil {
+		c.stopping.Store(true)
 	}
 }
 
@@ -508,6 +527,7 @@ func closeAll(fds []int) {
 // kills the worker and exits, and waits up to 2 s for it (then kills it).
 // It returns nil once the supervisor is gone.
 func (c *Client) Close() error {
+	c.stopping.Store(true)
 	if c.ctl != nil {
 		c.ctl.Close()
 	}

@@ -737,3 +737,50 @@ func TestLoadBundled(t *testing.T) {
 		t.Errorf("timer_starts_total adopted as a %v, want a hash", typ)
 	}
 }
+
+// TestStopSignal sends SIGTERM to both helpers, as systemd's default
+// KillMode=control-group does at a stop (and SIGINT, as Ctrl-C does): they
+// keep running and answering until the exporter closes the socket, then
+// exit at once, and no line at WARN or ERROR is logged by the client or
+// the helpers.
+func TestStopSignal(t *testing.T) {
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			c, logs := startHelper(t, Settings{})
+			f, err := c.EnableStats()
+			if err != nil {
+				t.Fatalf("EnableStats: %v\n%s", err, logs)
+			}
+			f.Close()
+			sup, worker := c.SupervisorPid(), c.Pid()
+			for _, pid := range []int{sup, worker} {
+				if err := unix.Kill(pid, sig); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(500 * time.Millisecond)
+			if c.Pid() != worker || gone(sup) {
+				t.Fatalf("after %v: supervisor gone %v, worker %d (was %d)\n%s", sig, gone(sup), c.Pid(), worker, logs)
+			}
+			// Still answering: the stop is the exporter's to finish.
+			f, err = c.EnableStats()
+			if err != nil {
+				t.Fatalf("EnableStats after %v: %v\n%s", sig, err, logs)
+			}
+			f.Close()
+			t0 := time.Now()
+			c.Close()
+			for _, pid := range []int{sup, worker} {
+				if !gone(pid) {
+					t.Errorf("helper %d still there 2 s after Close", pid)
+				}
+			}
+			t.Logf("%v to both helpers: both answered 500 ms later, gone %v after Close", sig, time.Since(t0).Round(time.Millisecond))
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+					t.Errorf("logged at a clean stop: %s", line)
+				}
+			}
+		})
+	}
+}

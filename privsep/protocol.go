@@ -25,7 +25,9 @@
 //     the exporter and runs a new one after a backoff (RestartBackoff,
 //     doubling to MaxRestartBackoff, back to the first after a worker
 //     that ran StableRun). It reads nothing from the exporter but the
-//     end of file of its socket, which makes it kill the worker and exit.
+//     end of file of its socket, which makes it kill the worker, reap it
+//     and exit. Neither helper exits at SIGINT or SIGTERM, which a stop
+//     sends the whole service: they wait for that end of file (StopGrace).
 //     It sends the exporter "up <pid>" with the worker's socket (SCM_RIGHTS)
 //     and "down <pid> <status>" when the worker exits.
 //

@@ -39,10 +39,12 @@ const selfExe = "/proc/self/exe"
 // Main runs a helper process (the hidden command Command) with its
 // arguments: the supervisor, or with "worker" first, the worker (see the
 // package doc). Both ask for SIGKILL when their parent dies, close the
-// descriptors they inherited but 0 to 3, and parse the settings. It
-// returns the exit code: 0 at end of file on the socket, 1 when setting up
-// failed, 2 for bad arguments.
+// descriptors they inherited but 0 to 3, and parse the settings. SIGINT
+// and SIGTERM do not end them at once (StopGrace). It returns the exit
+// code: 0 at end of file on the socket, 1 when setting up failed, 2 for
+// bad arguments.
 func Main(log *slog.Logger, args []string) int {
+	stop := catchStop()
 	worker := len(args) > 0 && args[0] == argWorker
 	if worker {
 		args = args[1:]
@@ -66,17 +68,22 @@ func Main(log *slog.Logger, args []string) int {
 		return 2
 	}
 	if worker {
+		afterStop(log, stop, StopGrace, func(sig os.Signal) {
+			log.Warn("privileged helper: stop signal, but its socket stayed open: exiting (the supervisor starts another)", "pid", os.Getpid(), "signal", sig.String(), "grace", StopGrace)
+			os.Exit(0)
+		})
 		return workerMain(log, s)
 	}
-	return supervise(log, socketFD, args)
+	return supervise(log, socketFD, args, stop)
 }
 
 // supervise runs the supervisor on the control socket ctl: it runs a
 // worker with args, sends the exporter "up <pid>" with the worker's
 // socket, waits for the worker to exit, sends "down <pid> <status>", and
 // runs the next one after the backoff; at end of file on ctl it kills the
-// worker and exits 0.
-func supervise(log *slog.Logger, ctl int, args []string) int {
+// worker and exits 0. After a signal on stop (SIGINT, SIGTERM) that end
+// of file is awaited for StopGrace at most.
+func supervise(log *slog.Logger, ctl int, args []string, stop <-chan os.Signal) int {
 	// The workers' PR_SET_PDEATHSIG fires when the thread that started
 	// them exits: keep this goroutine on one thread for good.
 	runtime.LockOSThread()
@@ -88,6 +95,27 @@ func supervise(log *slog.Logger, ctl int, args []string) int {
 	unix.CloseOnExec(ctl)
 	log.Info("privileged helper supervisor running", "pid", os.Getpid(), "cap_prm", r.After.Permitted.Hex(), "passed_on", r.After.Permitted.String())
 	var current atomic.Int64 // the running worker's pid
+	var closing atomic.Bool  // end of file on ctl: exiting
+	reaped := make(chan struct{})
+	// end kills the worker and waits for the loop below to reap it, so
+	// that the exporter's stop leaves no process behind (systemd would
+	// kill it, and log so) and the loop does not report it as a worker
+	// that died.
+	end := func() {
+		closing.Store(true)
+		if pid := current.Load(); pid > 0 {
+			unix.Kill(int(pid), unix.SIGKILL)
+			select {
+			case <-reaped:
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	afterStop(log, stop, StopGrace, func(sig os.Signal) {
+		end()
+		log.Error("privileged helper supervisor: stop signal, but the exporter kept running: exiting, the helper will not be restarted (reloads of changed configs, the CPU budget's statistics and re-attaches of tracepoint programs fail from now on)", "pid", os.Getpid(), "signal", sig.String(), "grace", StopGrace)
+		os.Exit(0)
+	})
 	go func() {
 		// Nothing is read from the exporter but the end of the socket.
 		buf := make([]byte, 1)
@@ -97,9 +125,7 @@ func supervise(log *slog.Logger, ctl int, args []string) int {
 				continue
 			}
 			if err != nil || n == 0 {
-				if pid := current.Load(); pid > 0 {
-					unix.Kill(int(pid), unix.SIGKILL)
-				}
+				end()
 				os.Exit(0)
 			}
 		}
@@ -120,6 +146,10 @@ func supervise(log *slog.Logger, ctl int, args []string) int {
 			start := time.Now()
 			status := waitExit(pid)
 			current.Store(0)
+			if closing.Load() {
+				close(reaped)
+				select {} // the exit is under way
+			}
 			ran := time.Since(start)
 			if ran >= StableRun {
 				backoff = RestartBackoff

@@ -276,6 +276,7 @@ func (f *serveFlags) run(e *env) int {
 			}
 			return 0
 		case <-ctx.Done():
+			helper.Stopping()
 			srv.Shutdown()
 			return 0
 		case <-loaded:
