@@ -71,8 +71,11 @@ func TestSystemdDeb(t *testing.T) {
 	}
 	t.Logf("Debian 12 tree %s ready after %v", debianTree, time.Since(start).Round(time.Second))
 
-	// Three packages: 1.0.0 from make release; 1.0.1 the same with a
-	// binary rebuilt with that version; 1.0.2 the same binary as 1.0.1.
+	// Three packages repacked from the release the package's tests share
+	// (buildRelease): 1.0.0 and 1.0.1 with binaries built with those
+	// versions; 1.0.2 the same binary as 1.0.1.
+	base := buildRelease(t)
+	baseDeb := filepath.Join(base, "kernel_exporter_"+releaseVersion(t, base)+"_"+runtime.GOARCH+".deb")
 	dist := t.TempDir()
 	start = time.Now()
 	make_ := func(args ...string) {
@@ -86,13 +89,13 @@ func TestSystemdDeb(t *testing.T) {
 		}
 	}
 	debs := map[string]string{}
-	make_("release", "RELEASE_ARCHES="+runtime.GOARCH, "DIST="+filepath.Join(dist, "1.0.0"), "VERSION=v1.0.0")
-	debs["1.0.0"] = filepath.Join(dist, "1.0.0", "kernel_exporter_1.0.0_"+runtime.GOARCH+".deb")
-	rebuilt := filepath.Join(dist, "kernel_exporter-1.0.1")
-	make_("build", "VERSION=v1.0.1", "BINARY="+rebuilt)
-	debs["1.0.1"] = rebuildDeb(t, debs["1.0.0"], "1.0.1", rebuilt, filepath.Join(dist, "1.0.1"))
+	for _, v := range []string{"1.0.0", "1.0.1"} {
+		bin := filepath.Join(dist, "kernel_exporter-"+v)
+		make_("build", "VERSION=v"+v, "BINARY="+bin)
+		debs[v] = rebuildDeb(t, baseDeb, v, bin, filepath.Join(dist, v))
+	}
 	debs["1.0.2"] = rebuildDeb(t, debs["1.0.1"], "1.0.2", "", filepath.Join(dist, "1.0.2"))
-	t.Logf("make release, make build and two repacked .debs: %v", time.Since(start).Round(time.Second))
+	t.Logf("two builds and three repacked .debs: %v", time.Since(start).Round(time.Second))
 
 	c := bootNspawn(t, tree, dist)
 	unit := "kernel_exporter.service"
