@@ -28,6 +28,8 @@ import (
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
+
+	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
 // DefaultAddress is outside 9100-9999, the fully allocated range of the
@@ -36,6 +38,10 @@ const DefaultAddress = ":19435"
 
 // ExitBadFlags is the exit code of every flag error.
 const ExitBadFlags = 2
+
+// ExitNoPrivilege is the exit code of a command run without the
+// capabilities it needs (LSB's "user had insufficient privilege").
+const ExitNoPrivilege = 4
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -50,6 +56,11 @@ type command struct {
 	// quiet commands draw on the terminal: they log warnings and errors
 	// only, unless --log.level asks for debug.
 	quiet bool
+	// privileges returns the capabilities the command needs with the
+	// flags and arguments given (loader.PrivLoad, ...), and its name as
+	// typed ("top bpf"), checked before it runs: without them it exits
+	// with ExitNoPrivilege and an error naming them. Nil: it needs none.
+	privileges func() (name string, need []loader.Privilege)
 	// run runs the command and returns the exit code.
 	run func(env *env) int
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"syscall"
 	"time"
 
@@ -79,7 +80,9 @@ func profileCommands(app *kingpin.Application) []*command {
 	dc.Flag("sort", "Rank by total (share of stacks holding the function: the path that changed) or self (share where it is the innermost frame).").Default("total").EnumVar(&d.sort, "total", "self")
 	dc.Flag("kind", "Kind of folded inputs: cpu or offcpu (pprof files say theirs).").Default("cpu").EnumVar(&d.kind, string(profile.CPU), string(profile.OffCPU))
 	return []*command{
-		{clause: rc, check: r.check, run: r.run},
+		{clause: rc, check: r.check, run: r.run, privileges: func() (string, []loader.Privilege) {
+			return "profile", slices.Concat(loader.PrivLoad, loader.PrivProfile)
+		}},
 		{clause: dc, check: d.check, run: d.run},
 	}
 }

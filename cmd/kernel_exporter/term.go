@@ -13,6 +13,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/profile"
 	proftop "github.com/kernel-exporter/kernel_exporter/profile/top"
 	"github.com/kernel-exporter/kernel_exporter/term"
@@ -31,15 +32,17 @@ type topView struct {
 	name, help string
 	// flags are the flags of top it takes besides --interval and --count.
 	flags []string
-	run   func(ctx context.Context, f *termFlags, e *env) int
+	// need is what the view needs (CheckPrivileges).
+	need []loader.Privilege
+	run  func(ctx context.Context, f *termFlags, e *env) int
 }
 
 // topViews are top's built-in views. Adding a view: one entry here.
 var topViews = []topView{
-	{name: term.BPFView.Name, help: term.BPFView.Help, run: func(ctx context.Context, f *termFlags, e *env) int {
+	{name: term.BPFView.Name, help: term.BPFView.Help, need: loader.PrivListBPF, run: func(ctx context.Context, f *termFlags, e *env) int {
 		return term.RunBuiltin(ctx, term.BPFView, term.RedrawOptions{Interval: f.interval, Count: f.count, Stdout: e.stdout, Stderr: e.stderr}, e.log)
 	}},
-	{name: proftop.Target, help: "the hottest kernel and user functions, as perf top", flags: []string{"--frequency"},
+	{name: proftop.Target, help: "the hottest kernel and user functions, as perf top", flags: []string{"--frequency"}, need: slices.Concat(loader.PrivLoad, loader.PrivProfile),
 		run: func(ctx context.Context, f *termFlags, e *env) int {
 			return proftop.Run(ctx, proftop.Options{Frequency: f.frequency, Interval: f.interval, Count: f.count,
 				Stdout: e.stdout, Stderr: e.stderr, Logger: e.log})
@@ -93,7 +96,7 @@ func termCommand(app *kingpin.Application, name string) *command {
 			}
 		}
 	}
-	return &command{clause: c, check: f.check, run: f.run, quiet: true}
+	return &command{clause: c, check: f.check, run: f.run, quiet: true, privileges: f.privileges}
 }
 
 // viewsHelp describes the built-in views for top's --help.
@@ -140,6 +143,16 @@ func (f *termFlags) check() error {
 		return err
 	}
 	return f.load.check([]exporter.Source{f.source})
+}
+
+// privileges returns what the command needs: a built-in view's own, else
+// loading.
+func (f *termFlags) privileges() (string, []loader.Privilege) {
+	name := f.name + " " + f.target
+	if f.view != nil {
+		return name, f.view.need
+	}
+	return name, slices.Concat(loader.PrivLoad, loader.PrivConfigs)
 }
 
 // run draws until --count or a signal (term.Run, or the built-in view's
