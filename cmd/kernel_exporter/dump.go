@@ -46,6 +46,9 @@ func (f *dumpFlags) check() error {
 	if err != nil {
 		return err
 	}
+	if len(sources) == 0 {
+		return errNothingToRun
+	}
 	return f.load.check(sources)
 }
 

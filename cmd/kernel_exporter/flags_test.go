@@ -82,6 +82,13 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--programs=all,timers,timers", `--programs: "timers" is given twice`)
 	add("serve", "--programs=../x", `--programs: config name "../x"`)
 	add("serve", "--config.names=mine", "--config.names needs --config.dir")
+	cases = append(cases,
+		tc{[]string{"--programs=none", "--no-collector.bpf"}, "nothing to run: --programs=none runs no bundled program and no --config.names is given: --no-collector.bpf turns off the host BPF collector, the only other source of metrics"},
+		tc{[]string{"--programs=none", "--config.check"}, "nothing to run: --programs=none runs no bundled program and no --config.names is given: --config.check has no config to check"},
+		tc{[]string{"dump", "--programs=none"}, "nothing to run: --programs=none runs no bundled program and no --config.names is given"},
+		tc{[]string{"--log.level=verbose"}, `--log.level "verbose": unrecognized log level verbose (one of: debug, info, warn, error)`},
+		tc{[]string{"--log.format=xml"}, `--log.format "xml": unrecognized log format xml (one of: logfmt, json)`},
+	)
 	base["serve"] = []string{"--programs=timers"}
 	add("serve", "--verbose", "--verbose applies to --config.check only")
 	add("serve", "--config.check=yes", `--config.check=yes: a switch takes no value (give --config.check or --no-config.check)`)
@@ -255,6 +262,7 @@ func TestGoodFlags(t *testing.T) {
 		{"--programs=all,exec_trace"},
 		{"--programs=exec_trace,timers"},
 		{"--programs=none", "--config.dir=" + dir, "--config.names=mine"},
+		{"--programs=none"}, // the host BPF collector serves
 		{"--config.dir=" + dir, "dump", "--config.names=mine"},
 		{"--config.check", "--verbose"},
 		{"--otlp.metrics", "--otlp.metrics.interval=5s", "--otlp.metrics.timeout=2s"},

@@ -139,6 +139,14 @@ func (f *serveFlags) checkFlags() error {
 	if f.verbose && !f.check {
 		return errors.New("--verbose applies to --config.check only")
 	}
+	// With no config, serve still serves the host BPF collector.
+	if len(sources) == 0 && (f.check || !f.bpf.on) {
+		why := "--no-collector.bpf turns off the host BPF collector, the only other source of metrics"
+		if f.check {
+			why = "--config.check has no config to check"
+		}
+		return fmt.Errorf("%w: %s", errNothingToRun, why)
+	}
 	if err := applySystemdFD(f.web); err != nil {
 		return err
 	}
