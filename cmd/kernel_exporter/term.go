@@ -117,6 +117,34 @@ func viewNames() string {
 	return strings.Join(names, ", ")
 }
 
+// topProgram is how errors name top with a program.
+const topProgram = "top <program>"
+
+// topFlagTargets names what takes top's flag: the built-in views that
+// declare it ("top cpu"), else top <program> (the load flags).
+func topFlagTargets(flag string) string {
+	var with []string
+	for _, v := range topViews {
+		if slices.Contains(v.flags, flag) {
+			with = append(with, "top "+v.name)
+		}
+	}
+	if len(with) == 0 {
+		return topProgram
+	}
+	return strings.Join(with, " and ")
+}
+
+// topFlagError is the one error for a flag of top given with a target
+// that does not take it, built-in view or program alike.
+func topFlagError(flag, target string) error {
+	err := fmt.Errorf("%s applies to %s only, not top %s", flag, topFlagTargets(flag), target)
+	if slices.ContainsFunc(topViews, func(v topView) bool { return v.name == target }) {
+		err = fmt.Errorf("%w (a built-in view takes --interval, --count and its own flags only)", err)
+	}
+	return err
+}
+
 // check checks the flags and the program argument.
 func (f *termFlags) check() error {
 	if err := term.CheckFlags(f.interval, f.count); err != nil {
@@ -126,17 +154,19 @@ func (f *termFlags) check() error {
 		v := &topViews[i]
 		for _, g := range f.given {
 			if !slices.Contains(v.flags, g) {
-				return fmt.Errorf("%s applies to top <program>, not top %s (a built-in view takes --interval, --count and its own flags only)", g, v.name)
+				return topFlagError(g, f.target)
 			}
 		}
-		if f.frequency < 1 || f.frequency > profile.MaxFrequency {
+		if slices.Contains(v.flags, "--frequency") && (f.frequency < 1 || f.frequency > profile.MaxFrequency) {
 			return fmt.Errorf("--frequency %d: must be 1 to %d", f.frequency, profile.MaxFrequency)
 		}
 		f.view = v
 		return nil
 	}
-	if slices.Contains(f.given, "--frequency") {
-		return fmt.Errorf("--frequency applies to top %s only", proftop.Target)
+	for _, g := range f.given {
+		if topFlagTargets(g) != topProgram {
+			return topFlagError(g, f.target)
+		}
 	}
 	var err error
 	if f.source, f.metric, err = term.ParseTarget(f.name, f.target, f.load.configDir); err != nil {
