@@ -221,6 +221,17 @@ func TestHelp(t *testing.T) {
 	if strings.Contains(out.String(), "--web.listen-address") || strings.Contains(out.String(), "Flags of serve") {
 		t.Errorf("dump --help lists serve's flags:\n%s", out.String())
 	}
+	// profile's default subcommand is record: profile --help lists
+	// record's flags, as README's profile examples use them.
+	out.Reset()
+	if code := run([]string{"profile", "--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("profile --help: exit %d", code)
+	}
+	for _, want := range []string{"Flags of profile record, the default subcommand:", "--duration=30s", "-o, --output=OUTPUT", "--format=FORMAT", "--frequency=99", "profile diff"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("profile --help lacks %q:\n%s", want, out.String())
+		}
+	}
 }
 
 // TestCommandAfterFlags checks that flags may come before the command:

@@ -142,6 +142,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if checkOnly {
 		return 0
 	}
+	if cmd.privileges != nil {
+		if err := loader.CheckPrivileges(cmd.privileges()); err != nil {
+			fmt.Fprintf(stderr, "kernel_exporter: error: %v\n", err)
+			return ExitNoPrivilege
+		}
+	}
 	if cmd.quiet && logCfg.Level.String() == "info" {
 		_ = logCfg.Level.Set("warn")
 	}
@@ -178,11 +184,18 @@ func signalContext(log *slog.Logger, extra ...os.Signal) (context.Context, conte
 }
 
 // usageTemplate is kingpin's default usage with, when no command is given,
-// the flags of the default command (serve) too: kernel_exporter --help
-// lists what kernel_exporter alone takes.
+// the flags of the default command (serve) too, and for a command with a
+// default subcommand, that subcommand's flags and arguments:
+// kernel_exporter --help lists what kernel_exporter alone takes, and
+// kernel_exporter profile --help what kernel_exporter profile takes.
 var usageTemplate = strings.Replace(kingpin.DefaultUsageTemplate, "{{if .Context.Args -}}", `{{if not .Context.SelectedCommand -}}
 {{range .App.Commands}}{{if .Default -}}
 Flags of {{.Name}}, the default command:
+{{.Flags|FlagsToTwoColumns|FormatTwoColumns}}
+{{end}}{{end -}}
+{{else -}}
+{{range .Context.SelectedCommand.Commands}}{{if .Default -}}
+Flags of {{.FullCommand}}, the default subcommand:
 {{.Flags|FlagsToTwoColumns|FormatTwoColumns}}
 {{end}}{{end -}}
 {{end -}}
