@@ -223,6 +223,24 @@ func TestHandlerRefuses(t *testing.T) {
 	}
 }
 
+// TestDisabledRoutes: without --profile.enable every profile path, and the
+// extra ones, answer 403 naming the flag.
+func TestDisabledRoutes(t *testing.T) {
+	routes := DisabledRoutes("/ui/profile/")
+	for _, p := range []string{PathCPU, PathOffCPU, PathFlame, PathDiff, PathRecent, "/ui/profile/"} {
+		h := routes[p]
+		if h == nil {
+			t.Errorf("%s: no handler", p)
+			continue
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "not enabled (--profile.enable)") {
+			t.Errorf("%s: %d %q, want 403 naming --profile.enable", p, rec.Code, rec.Body.String())
+		}
+	}
+}
+
 func TestParseDetects(t *testing.T) {
 	if _, err := Parse([]byte("\x00\x01binary"), CPU); err == nil {
 		t.Error("binary garbage: no error")

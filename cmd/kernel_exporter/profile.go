@@ -216,13 +216,13 @@ func (p *profileServeFlags) pushOTLP(ctx context.Context, ledger *budget.Ledger,
 	return caps, nil
 }
 
-// serve returns the /profile/ routes and the flame graph page (nil without
-// --profile.enable), the
+// serve returns the /profile/ routes and the flame graph page (without
+// --profile.enable, routes that say how to turn them on), the
 // CPU budget target t extended with the profiles' programs, and the
 // capabilities to keep.
 func (p *profileServeFlags) serve(ledger *budget.Ledger, t budget.Target, log *slog.Logger) (map[string]http.Handler, budget.Target, loader.CapSet) {
 	if !p.enable {
-		return nil, t, 0
+		return profile.DisabledRoutes(ui.ProfilePath), t, 0
 	}
 	h := profile.NewHandler(profile.HandlerOptions{Ledger: ledger, Frequency: p.frequency, MaxDuration: p.maxHTTP, Logger: log})
 	configs, detach, reattach := t.Configs, t.Detach, t.Reattach
