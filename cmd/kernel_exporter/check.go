@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 )
 
 // runCheck is serve --config.check: load and attach every config, print
@@ -42,7 +43,7 @@ func report(w io.Writer, exp *exporter.Exporter, verbose bool) int {
 			if len(alts) > 0 {
 				extra = " (" + strings.Join(alts, "; ") + ")"
 			}
-			fmt.Fprintf(w, "ok    %s (%s): %d programs attached%s\n", st.Name, st.Source, len(st.Programs), extra)
+			fmt.Fprintf(w, "ok    %s (%s): %s attached%s\n", st.Name, st.Source, plural.Count(len(st.Programs), "program"), extra)
 			if verbose && st.Collector != nil {
 				printLayouts(w, st.Collector.Layouts())
 			}
