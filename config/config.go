@@ -480,7 +480,7 @@ func yamlMessage(msg string) string {
 		if m[2] == "Config" {
 			return unknownTopKey(m[1])
 		}
-		return fmt.Sprintf("unknown key %s in %s", Quote(m[1]), typeNoun(m[2]))
+		return fmt.Sprintf("unknown key %s in %s%s", Quote(m[1]), typeNoun(m[2]), didYouMean(m[1], m[2]))
 	}
 	// Anchors and tagged values may be the first bytes of a file that is
 	// not a config: described, never quoted.
