@@ -25,6 +25,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 )
 
 // Limits of the files the exporter reads. docs/security.md lists them.
@@ -224,7 +226,7 @@ func Size(n int64) string {
 	case n >= 1<<10 && n%(1<<10) == 0:
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
-	return fmt.Sprintf("%d bytes", n)
+	return plural.Count(n, "byte")
 }
 
 func kind(mode uint32) string {

@@ -223,6 +223,9 @@ func eachID(ctx context.Context, cmd int, what string, limit int, visit func(id 
 	n := 0
 	for id := uint32(0); ; {
 		next, ok, err := nextID(cmd, id)
+		if errors.Is(err, unix.EPERM) {
+			return 0, fmt.Errorf("%s: %w: listing the host's BPF objects by id needs CAP_SYS_ADMIN", what, err)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", what, err)
 		}

@@ -68,7 +68,7 @@ func TestAlternativesErrors(t *testing.T) {
 		{"nested choice", "alternatives:\n  - name: a\n    programs: [[[x]]]\n" + goodCounter,
 			`bad.yaml:3: wrong type: a choice is a program name or a list of program names`},
 		{"unknown key", "alternatives:\n  - name: a\n    programz: [x]\n" + goodCounter,
-			`bad.yaml:3: unknown key "programz" in alternatives entry`},
+			`bad.yaml:3: unknown key "programz" in alternatives entry (did you mean "programs"?)`},
 		{"bad kernel", "requires:\n  kernel: five\n" + goodCounter,
 			`bad.yaml:2: requires.kernel: invalid kernel version "five": want major.minor[.patch], e.g. "5.15"`},
 		{"kernel with suffix", "requires:\n  kernel: 5.15-rc1\n" + goodCounter,

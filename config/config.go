@@ -48,6 +48,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 	"github.com/kernel-exporter/kernel_exporter/internal/suggest"
 )
@@ -479,7 +480,7 @@ func yamlMessage(msg string) string {
 		if m[2] == "Config" {
 			return unknownTopKey(m[1])
 		}
-		return fmt.Sprintf("unknown key %s in %s", Quote(m[1]), typeNoun(m[2]))
+		return fmt.Sprintf("unknown key %s in %s%s", Quote(m[1]), typeNoun(m[2]), didYouMean(m[1], m[2]))
 	}
 	// Anchors and tagged values may be the first bytes of a file that is
 	// not a config: described, never quoted.
@@ -517,7 +518,7 @@ func yamlMessage(msg string) string {
 		if q := Quote(m[2]); strings.HasPrefix(q, `"`) {
 			return fmt.Sprintf("wrong type: got %s %s, want %s", kind, q, goTypeNoun(m[3]))
 		}
-		return fmt.Sprintf("wrong type: got %s of %d bytes, want %s", article(kind), len(m[2]), goTypeNoun(m[3]))
+		return fmt.Sprintf("wrong type: got %s of %s, want %s", article(kind), plural.Count(len(m[2]), "byte"), goTypeNoun(m[3]))
 	}
 	if m := wrongTypeKind.FindStringSubmatch(msg); m != nil {
 		kind, ok := yamlKind(m[1])
@@ -551,7 +552,7 @@ func unknownTopKey(k string) string {
 			return fmt.Sprintf("unknown key %s at the top level (did you mean %q?)", Quote(k), known)
 		}
 	}
-	return fmt.Sprintf("unknown key of %d bytes at the top level: not a config? (known keys: %s)", len(k), strings.Join(topKeys, ", "))
+	return fmt.Sprintf("unknown key of %s at the top level: not a config? (known keys: %s)", plural.Count(len(k), "byte"), strings.Join(topKeys, ", "))
 }
 
 func typeNoun(goType string) string {

@@ -40,7 +40,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown key", strings.Replace(goodCounter, "size: 8", "sise: 8", 1),
-			`bad.yaml:7: unknown key "sise" in label`},
+			`bad.yaml:7: unknown key "sise" in label (did you mean "size"?)`},
 		{"unknown top-level key", "programs: []\n" + goodCounter,
 			`bad.yaml:1: unknown key of 8 bytes at the top level: not a config? (known keys: alternatives, attach_to, cgroup_id_map, kaddrs, metrics, namespace, perf_events, requires, tracing, uprobes, usdt)`},
 		{"wrong type", strings.Replace(goodCounter, "size: 8", "size: eight", 1),

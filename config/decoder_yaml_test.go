@@ -60,7 +60,7 @@ func TestStaticMapYAML(t *testing.T) {
 		{"duplicate", "{0: v0, 1: v1}", "{0: v0, 1: v1, 0: v2}", `bad.yaml:11: a key given twice: first at line 11`},
 		{"merge", "{0: v0, 1: v1}", "{0: v0, <<: {1: v1}}", `bad.yaml:11: merge keys (<<) are not supported in static_map`},
 		{"nested", "{0: v0, 1: v1}", "{0: v0, 1: {a: b}}", `bad.yaml:11: wrong type: got a mapping, want a string`},
-		{"unknown key", "              static_map:", "              static_mapp:", `bad.yaml:11: unknown key "static_mapp" in decoder`},
+		{"unknown key", "              static_map:", "              static_mapp:", `bad.yaml:11: unknown key "static_mapp" in decoder (did you mean "static_map"?)`},
 		{"mapping name", "- name: static_map", "- name: {a: b}", `bad.yaml:10: wrong type: got a mapping, want a string`},
 		{"duplicate setting", "- name: static_map", "- name: static_map\n              name: x", `bad.yaml:11: a key given twice: first at line 10`},
 		{"not a mapping", "{0: v0, 1: v1}", "[a]", "bad.yaml:11: wrong type: got a list, want a mapping"},

@@ -332,7 +332,7 @@ func TestQuoteAndSanitize(t *testing.T) {
 		"abcdefghijklmnopqrstuvwxy": "(a string of 25 bytes)",
 		"a b":                       "(a string of 3 bytes)",
 		"root:$6$x":                 "(a string of 9 bytes)",
-		"\xff":                      "(a string of 1 bytes)",
+		"\xff":                      "(a string of 1 byte)",
 	} {
 		if got := Quote(in); got != want {
 			t.Errorf("Quote(%q) = %s, want %s", in, got, want)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
@@ -160,7 +161,7 @@ func Quote(s string) string {
 	if len(s) <= MaxToken && tokenRe.MatchString(s) || len(s) == 1 && s[0] > ' ' && s[0] < 0x7f {
 		return strconv.Quote(s)
 	}
-	return fmt.Sprintf("(a string of %d bytes)", len(s))
+	return fmt.Sprintf("(a string of %s)", plural.Count(len(s), "byte"))
 }
 
 // Sanitize rewrites an error message that may quote values from a config

@@ -68,7 +68,7 @@ func TestParseProbeErrors(t *testing.T) {
 		{"uprobe negative pid", "uprobes:\n  - program: p\n    binary: /bin/x\n    symbol: f\n    pid: -1\n",
 			"bad.yaml:14: uprobes[0].pid: must be 0 (every process) to 4194304, got -1"},
 		{"uprobe unknown key", "uprobes:\n  - program: p\n    binray: /bin/x\n",
-			`bad.yaml:12: unknown key "binray" in uprobes entry`},
+			`bad.yaml:12: unknown key "binray" in uprobes entry (did you mean "binary"?)`},
 		{"usdt no provider", "usdt:\n  - program: p\n    binary: /bin/x\n    name: n\n",
 			"bad.yaml:11: usdt[0].provider: missing USDT provider"},
 		{"usdt no name", "usdt:\n  - program: p\n    binary: /bin/x\n    provider: x\n",

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/kube"
 )
 
@@ -200,7 +201,7 @@ func orList(ns []int) string {
 // wide as the field it was built for.
 func checkLen(name string, in []byte, size int) error {
 	if len(in) != size {
-		return fmt.Errorf("%s: got %d bytes, want %d", name, len(in), size)
+		return fmt.Errorf("%s: got %s, want %d", name, plural.Count(len(in), "byte"), size)
 	}
 	return nil
 }

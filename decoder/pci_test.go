@@ -86,7 +86,7 @@ func TestPCIDecoders(t *testing.T) {
 		})
 		runCases(t, mustNew(t, e, config.Decoder{Name: "pci_vendor"}, 2), []decodeCase{
 			{name: "raw", in: u16(0x1af4), out: "Red Hat, Inc."},
-			{name: "short", in: []byte{1}, err: "pci_vendor: got 1 bytes, want 2"},
+			{name: "short", in: []byte{1}, err: "pci_vendor: got 1 byte, want 2"},
 		})
 		runCases(t, mustNew(t, e, config.Decoder{Name: "pci_device"}, textInput), []decodeCase{
 			{name: "82542", in: []byte("2156269568"), out: "82542 Gigabit Ethernet Controller (Fiber)"},

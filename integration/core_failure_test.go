@@ -178,7 +178,7 @@ func TestConfigCheckAndStrict(t *testing.T) {
 	if len(lines) != 1+len(bad) {
 		t.Errorf("--config.check printed %d lines, want %d:\n%s", len(lines), 1+len(bad), out)
 	}
-	want := map[string]string{"good": "ok    good (" + filepath.Join(dir, "good.yaml") + "): 1 programs attached"}
+	want := map[string]string{"good": "ok    good (" + filepath.Join(dir, "good.yaml") + "): 1 program attached"}
 	for _, name := range bad {
 		want[name] = "FAIL  " + name + " (" + filepath.Join(dir, name+".yaml") + "): " + reasons[name]
 	}

@@ -56,7 +56,7 @@ func TestMatrixPerfEventArrayOOMKill(t *testing.T) {
 	const metric = "kernel_oom_kills_total"
 	r := matrixReport(t, "oomkill_perf (test)", "kprobe")
 	needKprobes(t, r)
-	r.attach = "kprobe (1 programs)"
+	r.attach = "kprobe (1 program)"
 	cg := newMemCgroup(t, 32<<20)
 	dir := writePerfArrayConfig(t, "oomkill_perf")
 	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=oomkill_perf")

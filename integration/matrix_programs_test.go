@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
@@ -79,7 +80,7 @@ func programRow(t *testing.T, ms Metrics, name string) {
 			n++
 		}
 		sort.Strings(kinds)
-		r.attach = fmt.Sprintf("%s (%d programs)", strings.Join(kinds, "+"), n)
+		r.attach = fmt.Sprintf("%s (%s)", strings.Join(kinds, "+"), plural.Count(n, "program"))
 		r.result = "up"
 		return
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/loader"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/internal/testenv"
 )
 
@@ -216,7 +217,7 @@ func TestMatrixStackcount(t *testing.T) {
 			if sendmsg == 0 {
 				t.Errorf("no tcp_push_one stack goes through tcp_sendmsg: %v", e.Scrape().LabelValues("kernel_function_stack_calls_total", "stack"))
 			}
-			r.result = fmt.Sprintf("moved: tcp_push_one +%v calls, %d stacks via tcp_sendmsg", after-before, sendmsg)
+			r.result = fmt.Sprintf("moved: tcp_push_one +%v calls, %s via tcp_sendmsg", after-before, plural.Count(sendmsg, "stack"))
 		})
 	}
 }

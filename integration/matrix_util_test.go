@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
@@ -220,7 +221,7 @@ func checkChoice(t *testing.T, e *Exporter, config, family string, r *matrixRow,
 		progs++
 	}
 	sort.Strings(kinds)
-	r.attach = fmt.Sprintf("%s (%d programs)", strings.Join(kinds, "+"), progs)
+	r.attach = fmt.Sprintf("%s (%s)", strings.Join(kinds, "+"), plural.Count(progs, "program"))
 	r.result = "up, values not checked"
 }
 

@@ -258,20 +258,24 @@ func diffSections(out string) (grew, shrank []string) {
 	return grew, shrank
 }
 
-// TestProfileHTTP: without --profile.enable, /profile/cpu is 404. With it
+// TestProfileHTTP: without --profile.enable, /profile/cpu, /profile/offcpu
+// and the flame graph page answer 403 and name the flag. With it
 // and a web config with basic auth: 401 without the password; with it, a
 // 2 s CPU profile of a burning process is pprof holding burn_a, a second
 // request meanwhile gets 429, ?format=folded is flamegraph.pl's lines, and
 // /profile/offcpu answers.
 func TestProfileHTTP(t *testing.T) {
 	plain := Start(t, "--programs=timers")
-	resp, err := http.Get(plain.URL + "/profile/cpu?seconds=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("/profile/cpu without --profile.enable: %s, want 404", resp.Status)
+	for _, p := range []string{"/profile/cpu?seconds=1", "/profile/offcpu", "/ui/profile/"} {
+		resp, err := http.Get(plain.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "Profiles are not enabled (--profile.enable)") {
+			t.Errorf("%s without --profile.enable: %s %q, want 403 naming --profile.enable", p, resp.Status, b)
+		}
 	}
 	plain.Stop()
 

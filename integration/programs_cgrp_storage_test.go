@@ -109,7 +109,7 @@ func TestMatrixCgroupIDMapCgrpStorage(t *testing.T) {
 		}
 		t.Fatalf("config_up{config=%s} = %v, want 1: %s\n%s", name, v, reason, e.Logs())
 	}
-	r.attach = "tp_btf (1 programs)"
+	r.attach = "tp_btf (1 program)"
 	for _, c := range []struct {
 		procs string
 		n     int

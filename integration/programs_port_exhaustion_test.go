@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/config"
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
@@ -177,7 +178,7 @@ func checkExhaustionChoice(t *testing.T, ms Metrics, family string) string {
 		progs++
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("%s (%d programs)", strings.Join(kinds, "+"), progs)
+	return fmt.Sprintf("%s (%s)", strings.Join(kinds, "+"), plural.Count(progs, "program"))
 }
 
 // TestMatrixPortExhaustion runs port_exhaustion in each attach mode: its

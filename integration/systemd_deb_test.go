@@ -75,7 +75,11 @@ func TestSystemdDeb(t *testing.T) {
 	// (buildRelease): 1.0.0 and 1.0.1 with binaries built with those
 	// versions; 1.0.2 the same binary as 1.0.1.
 	base := buildRelease(t)
-	baseDeb := filepath.Join(base, "kernel_exporter_"+releaseVersion(t, base)+"_"+runtime.GOARCH+".deb")
+	baseDebs, _ := filepath.Glob(filepath.Join(base, "kernel_exporter_*_"+runtime.GOARCH+".deb"))
+	if len(baseDebs) != 1 {
+		t.Fatalf("want one kernel_exporter_<version>_%s.deb in %s, got %v", runtime.GOARCH, base, baseDebs)
+	}
+	baseDeb := baseDebs[0]
 	dist := t.TempDir()
 	start = time.Now()
 	make_ := func(args ...string) {

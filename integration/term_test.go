@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -199,4 +200,40 @@ func TestTermHistKillSession(t *testing.T) {
 // logFrame logs a captured frame, for docs/terminal.md.
 func logFrame(t *testing.T, what, frame string) {
 	t.Logf("captured %s frame:\n%s", what, frame)
+}
+
+// TestTermHistRunqlatUsecs (issue 31): docs/terminal.md said hist runqlat
+// prints usecs as bcc's runqlat does, but it printed nsecs. One interval
+// of hist runqlat, with two busy loops on one CPU, is headed usecs (no
+// nsecs anywhere), its rows' bounds are runqlat's 2^k ns buckets in µs
+// (1.024 -> 2.048 ...), and they count the run-queue waits.
+func TestTermHistRunqlatUsecs(t *testing.T) {
+	stop := busyOnOneCPU(t, 2)
+	defer stop()
+	stdout, stderr, code := runExporter(t, "hist", "runqlat", "--interval=1s", "--count=1")
+	if code != 0 {
+		t.Fatalf("hist runqlat: exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "     usecs               : count     distribution") || strings.Contains(stdout, "nsecs") {
+		t.Errorf("hist runqlat is not headed usecs, as bcc's runqlat:\n%s", stdout)
+	}
+	row := regexp.MustCompile(`^\s*([0-9.]+) -> ([0-9.]+|inf)\s+: (\d+)\s+\|`)
+	total, rows := 0, 0
+	for _, line := range strings.Split(stdout, "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		rows++
+		lo, _ := strconv.ParseFloat(m[1], 64)
+		if ns := uint64(math.Round(lo * 1000)); lo > 0 && (math.Abs(lo*1000-float64(ns)) > 1e-6 || ns&(ns-1) != 0) {
+			t.Errorf("row %q: low bound %v µs is not a power of two of nanoseconds", line, lo)
+		}
+		n, _ := strconv.Atoi(m[3])
+		total += n
+	}
+	if rows == 0 || total < 100 {
+		t.Errorf("hist runqlat: %d rows counting %d waits in 1 s of two busy loops on one CPU, want >= 100:\n%s", rows, total, stdout)
+	}
+	t.Logf("hist runqlat: %d rows, %d waits\n%s", rows, total, stdout)
 }

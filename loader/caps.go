@@ -41,6 +41,7 @@ const (
 	CapDacReadSearch = 2
 	CapSetpcap       = 8
 	CapNetAdmin      = 12
+	CapSysPtrace     = 19
 	CapSysAdmin      = 21
 	CapSysResource   = 24
 	CapSyslog        = 34

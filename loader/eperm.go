@@ -94,6 +94,17 @@ func permissionError(spec *ebpf.CollectionSpec, err error) (_ error, lacking boo
 	return &causeError{fmt.Sprintf("load: %s: %s was refused although this process holds %s: a security module (SELinux, AppArmor, the BPF LSM) or a seccomp filter forbids it", msg, op, need), err}, false
 }
 
+// ExplainPermission returns err, an error of loading spec (with
+// ebpf.NewCollection or LoadAndAssign), with cilium/ebpf's memlock hint
+// replaced by the cause when it is an EPERM (see Load); any other error
+// unchanged. Commands that load outside Load (the profile) use it.
+func ExplainPermission(spec *ebpf.CollectionSpec, err error) error {
+	if perr, _ := permissionError(spec, err); perr != nil {
+		return perr
+	}
+	return err
+}
+
 func rlimitText(v uint64) string {
 	if v == unix.RLIM_INFINITY {
 		return "unlimited"

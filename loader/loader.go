@@ -239,9 +239,17 @@ func ReleaseKernelTypes() {
 }
 
 // raiseMemlock lifts RLIMIT_MEMLOCK on kernels that charge BPF memory to it
-// (before 5.11); newer kernels use memory cgroups and need nothing.
+// (before 5.11); newer kernels use memory cgroups and need nothing, and
+// are not asked: cilium/ebpf's probe of that creates a map, which fails
+// without CAP_BPF, and the error would then name the memlock limit
+// instead of the capability (the map create that follows says which).
 func raiseMemlock() error {
-	memlockOnce.Do(func() { memlockErr = rlimit.RemoveMemlock() })
+	memlockOnce.Do(func() {
+		if _, v, err := KernelRelease(); err == nil && !v.Less(memcgSince) {
+			return
+		}
+		memlockErr = rlimit.RemoveMemlock()
+	})
 	return memlockErr
 }
 

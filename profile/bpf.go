@@ -238,7 +238,7 @@ func load(sp *ebpf.CollectionSpec, o Options) (*objects, error) {
 		objs = objects{prog: c.Prog, start: c.Start, profileMaps: c.profileMaps}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load the %s profile program: %w", o.Kind, err)
+		return nil, fmt.Errorf("load the %s profile program: %w", o.Kind, loader.ExplainPermission(sp, err))
 	}
 	one := uint8(1)
 	for _, pid := range o.Filter.PIDs {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/profile/symbolize"
 )
@@ -129,13 +130,13 @@ func Summary(p *Profile) string {
 	if p.Frequency > 0 {
 		fmt.Fprintf(&b, ", %d Hz", p.Frequency)
 	}
-	fmt.Fprintf(&b, ") of %.1fs: %d %s in %d stacks", p.Duration.Seconds(), p.Total(), p.Unit(), len(p.Samples))
+	fmt.Fprintf(&b, ") of %.1fs: %d %s in %s", p.Duration.Seconds(), p.Total(), p.Unit(), plural.Count(len(p.Samples), "stack"))
 	st := p.Stats
 	if lost := st.KernelStacksLost + st.UserStacksLost + st.StacksMissing; lost > 0 {
-		fmt.Fprintf(&b, ", %d stacks lost", lost)
+		fmt.Fprintf(&b, ", %s lost", plural.Count(lost, "stack"))
 	}
 	if st.CountsFull > 0 {
-		fmt.Fprintf(&b, ", %d samples not counted (map full)", st.CountsFull)
+		fmt.Fprintf(&b, ", %s not counted (map full)", plural.Count(st.CountsFull, "sample"))
 	}
 	if u := st.Symbols.UserFrames; u > 0 {
 		fmt.Fprintf(&b, "; user frames resolved %.1f%% (%d of %d)", 100*float64(st.Symbols.UserResolved)/float64(u), st.Symbols.UserResolved, u)

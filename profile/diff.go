@@ -223,15 +223,16 @@ func (d *DiffResult) moved(n int, m Measure, sign float64) []DiffRow {
 }
 
 // WriteTable writes the n functions whose share grew most and the n whose
-// share shrank most, ranked by m, in percentage points of each profile's
-// total:
+// share shrank most, ranked by m: their shares of each profile's total in
+// percent, and the changes in percentage points ("pp": 29.8% to 69.9% is
+// +40.1 pp):
 //
-//	base: 1001 samples; new: 998 samples (cpu); shares of each profile's total, by total
+//	base: 1001 samples; new: 998 samples (cpu); shares of each profile's total in %, changes (Δ) in percentage points (pp), by total
 //	grew most:
-//	  TOTAL Δ    BASE     NEW   SELF Δ  FUNCTION
-//	   +40.1%   29.8%   69.9%   +40.1%  burn_a
+//	   TOTAL Δ    BASE     NEW    SELF Δ  FUNCTION
+//	  +40.1 pp   29.8%   69.9%  +40.1 pp  burn_a
 //	shrank most:
-//	   -40.1%   70.0%   29.9%   -40.1%  burn_b
+//	  -40.1 pp   70.0%   29.9%  -40.1 pp  burn_b
 //
 // Kernel functions end in "_[k]".
 func (d *DiffResult) WriteTable(w io.Writer, n int, m Measure) error {
@@ -244,7 +245,7 @@ func (d *DiffResult) WriteTable(w io.Writer, n int, m Measure) error {
 	if d.Kind == OffCPU {
 		unit = "ns off-CPU"
 	}
-	fmt.Fprintf(bw, "base: %d %s; new: %d %s (%s); shares of each profile's total, by %s\n", d.BaseTotal, unit, d.NewTotal, unit, d.Kind, by)
+	fmt.Fprintf(bw, "base: %d %s; new: %d %s (%s); shares of each profile's total in %%, changes (Δ) in percentage points (pp), by %s\n", d.BaseTotal, unit, d.NewTotal, unit, d.Kind, by)
 	section := func(title string, rows []DiffRow) {
 		fmt.Fprintf(bw, "%s:\n", title)
 		if len(rows) == 0 {
@@ -255,7 +256,7 @@ func (d *DiffResult) WriteTable(w io.Writer, n int, m Measure) error {
 		if m == BySelf {
 			first, second = "SELF Δ", "TOTAL Δ"
 		}
-		fmt.Fprintf(bw, "  %8s %7s %7s %8s  FUNCTION\n", first, "BASE", "NEW", second)
+		fmt.Fprintf(bw, "  %9s %7s %7s %9s  FUNCTION\n", first, "BASE", "NEW", second)
 		for _, r := range rows {
 			a, b, nn, o := r.Delta.Total, r.Base.Total, r.New.Total, r.Delta.Self
 			if m == BySelf {
@@ -265,7 +266,7 @@ func (d *DiffResult) WriteTable(w io.Writer, n int, m Measure) error {
 			if r.Kernel {
 				name += kernelSuffix
 			}
-			fmt.Fprintf(bw, "  %8s %7s %7s %8s  %s\n", signedPct(a), pct(b), pct(nn), signedPct(o), printable(name))
+			fmt.Fprintf(bw, "  %9s %7s %7s %9s  %s\n", signedPoints(a), pct(b), pct(nn), signedPoints(o), printable(name))
 		}
 	}
 	section("grew most", d.Grew(n, m))
@@ -275,8 +276,9 @@ func (d *DiffResult) WriteTable(w io.Writer, n int, m Measure) error {
 
 func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
 
-func signedPct(f float64) string {
-	s := pct(f)
+// signedPoints is a change of share in percentage points: "+40.1 pp".
+func signedPoints(f float64) string {
+	s := strconv.FormatFloat(100*f, 'f', 1, 64) + " pp"
 	if f >= 0 {
 		s = "+" + s
 	}

@@ -130,6 +130,28 @@ func (h *Handler) Routes() map[string]http.Handler {
 	return map[string]http.Handler{PathCPU: h, PathOffCPU: h, PathFlame: h, PathDiff: h, PathRecent: h}
 }
 
+// DisabledText is what DisabledRoutes answer.
+const DisabledText = "Profiles are not enabled (--profile.enable): they show what runs on the host, so serve takes them only when asked."
+
+// DisabledRoutes returns a handler under each path of Routes, and under
+// extra (the flame graph page), for a server without --profile.enable:
+// 403 and DisabledText, as /-/reload answers without
+// --web.enable-lifecycle, rather than a bare 404 that reads as a wrong
+// path.
+func DisabledRoutes(extra ...string) map[string]http.Handler {
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, DisabledText, http.StatusForbidden)
+	})
+	routes := map[string]http.Handler{}
+	for p := range (&Handler{}).Routes() {
+		routes[p] = h
+	}
+	for _, p := range extra {
+		routes[p] = h
+	}
+	return routes
+}
+
 // BudgetConfigs returns the running profile's program under its name
 // (Options.Name), for the CPU budget's measuring windows; nil when no
 // profile is being taken.

@@ -177,18 +177,29 @@ func FromPprof(pp *pprof.Profile) (*Profile, error) {
 				module, buildID, start, offset = l.Mapping.File, l.Mapping.BuildID, l.Mapping.Start, l.Mapping.Offset
 			}
 			kernel := module == symbolize.KernelModule || strings.HasPrefix(module, "[kernel.kallsyms]")
+			// In no file: named by the sample's command, never by an
+			// address that means nothing outside its process.
+			noFile := !kernel && (module == "" || strings.HasPrefix(module, "["))
+			base := module
+			if module == "" {
+				base = "[unknown]"
+			}
 			if len(l.Line) == 0 {
-				name := path.Base(module)
-				if module == "" {
-					name = "[unknown]"
+				name := path.Base(module) + "+0x" + strconv.FormatUint(l.Address-start+offset, 16)
+				if noFile {
+					name = symbolize.UnknownName(base, out.Comm)
 				}
-				out.Stack = append(out.Stack, frames.get(kernel, false, module, name+"+0x"+strconv.FormatUint(l.Address-start+offset, 16), buildID))
+				out.Stack = append(out.Stack, frames.get(kernel, false, module, name, buildID))
 				continue
 			}
 			for _, line := range l.Line {
 				name := "[unknown]"
 				if line.Function != nil && line.Function.Name != "" {
 					name = line.Function.Name
+				}
+				if noFile && strings.HasPrefix(name, base+"+0x") {
+					// Written so by an earlier version.
+					name = symbolize.UnknownName(base, out.Comm)
 				}
 				k := kernel
 				if n, ok := strings.CutSuffix(name, kernelSuffix); ok {

@@ -119,7 +119,7 @@ func TestDiff(t *testing.T) {
 	if err := d.WriteTable(&b, 5, ByTotal); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "shrank most:") || !strings.Contains(b.String(), "-39.4%   69.0%   29.6%   -39.4%  burn_a") {
+	if !strings.Contains(b.String(), "shrank most:") || !strings.Contains(b.String(), "-39.4 pp   69.0%   29.6%  -39.4 pp  burn_a") {
 		t.Errorf("table:\n%s", b.String())
 	}
 	b.Reset()
@@ -223,6 +223,24 @@ func TestHandlerRefuses(t *testing.T) {
 	}
 }
 
+// TestDisabledRoutes: without --profile.enable every profile path, and the
+// extra ones, answer 403 naming the flag.
+func TestDisabledRoutes(t *testing.T) {
+	routes := DisabledRoutes("/ui/profile/")
+	for _, p := range []string{PathCPU, PathOffCPU, PathFlame, PathDiff, PathRecent, "/ui/profile/"} {
+		h := routes[p]
+		if h == nil {
+			t.Errorf("%s: no handler", p)
+			continue
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+		if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "not enabled (--profile.enable)") {
+			t.Errorf("%s: %d %q, want 403 naming --profile.enable", p, rec.Code, rec.Body.String())
+		}
+	}
+}
+
 func TestParseDetects(t *testing.T) {
 	if _, err := Parse([]byte("\x00\x01binary"), CPU); err == nil {
 		t.Error("binary garbage: no error")
@@ -283,4 +301,70 @@ func FuzzParse(f *testing.F) {
 			_ = d.WriteFolded(&out)
 		}
 	})
+}
+
+// TestDiffUnknownFramesByCommand (issue 31): profile diff ranked
+// "[unknown]+0x49f1e1" first, the frames of unrelated short-lived
+// processes at one address added up as one function. A pprof whose frames
+// are in no file, written by an earlier version with the address in the
+// name or with no name at all, reads back named by each sample's command
+// ("[unknown in go]", "[anon in java]"), so two commands' frames at the
+// same address stay apart in a diff, and the table's changes are in
+// percentage points.
+func TestDiffUnknownFramesByCommand(t *testing.T) {
+	in := newInterner()
+	main := in.get(false, true, "/usr/bin/burn", "main", "")
+	old := in.get(false, false, "[unknown]", "[unknown]+0x49f1e1", "")
+	anon := in.get(false, false, "[anon]", "[anon]+0x7f3c0000a000", "")
+	mk := func(goN, ccN int64) *Profile {
+		return &Profile{Kind: CPU, Event: EventCPUClock, Frequency: 99, Duration: time.Second, Samples: []Sample{
+			{PID: 1, Comm: "burn", Stack: []*Frame{main}, Value: 100, Count: 100},
+			{PID: 2, Comm: "go", Stack: []*Frame{old}, Value: goN, Count: goN},
+			{PID: 3, Comm: "cc1", Stack: []*Frame{old}, Value: ccN, Count: ccN},
+			{PID: 4, Comm: "java", Stack: []*Frame{anon}, Value: 10, Count: 10},
+		}}
+	}
+	read := func(p *Profile) *Profile {
+		var b bytes.Buffer
+		if err := p.WritePprof(&b); err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse(b.Bytes(), CPU)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return back
+	}
+	base, now := read(mk(50, 50)), read(mk(90, 10))
+	names := map[string]bool{}
+	for _, s := range now.Samples {
+		for _, f := range s.Stack {
+			names[f.Function] = true
+		}
+	}
+	for _, want := range []string{"[unknown in go]", "[unknown in cc1]", "[anon in java]"} {
+		if !names[want] {
+			t.Errorf("frames %v: no %q", names, want)
+		}
+	}
+	for n := range names {
+		if strings.Contains(n, "+0x") {
+			t.Errorf("frame %q: named by an address", n)
+		}
+	}
+	d, err := Diff(base, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grew, shrank := d.Grew(1, ByTotal), d.Shrank(1, ByTotal)
+	if len(grew) != 1 || grew[0].Function != "[unknown in go]" || len(shrank) != 1 || shrank[0].Function != "[unknown in cc1]" {
+		t.Errorf("grew %+v, shrank %+v: want [unknown in go] and [unknown in cc1] apart", grew, shrank)
+	}
+	var b bytes.Buffer
+	if err := d.WriteTable(&b, 1, ByTotal); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "changes (Δ) in percentage points (pp)") || !strings.Contains(b.String(), "+19.0 pp   23.8%   42.9%  +19.0 pp  [unknown in go]") {
+		t.Errorf("table:\n%s", b.String())
+	}
 }

@@ -239,6 +239,8 @@ type collector struct {
 type userStack struct {
 	pid  uint32
 	hash uint64
+	// comm names the frames in no file (symbolize.UnknownName).
+	comm string
 }
 
 // maxCachedStacks bounds the resolved stacks a collector keeps, kernel and
@@ -342,7 +344,7 @@ func (c *collector) sample(k *rawKey, v *rawValue) (Sample, bool) {
 		stack = append(stack, c.kernelStack(k.KStack)...)
 	}
 	if k.UStack != 0 {
-		stack = append(stack, c.userStack(k.PID, k.UStack)...)
+		stack = append(stack, c.userStack(k.PID, s.Comm, k.UStack)...)
 	}
 	c.stack = stack
 	s.Stack = slices.Clone(stack)
@@ -366,8 +368,8 @@ func (c *collector) kernelStack(hash uint64) []*Frame {
 	return f
 }
 
-func (c *collector) userStack(pid uint32, hash uint64) []*Frame {
-	key := userStack{pid: pid, hash: hash}
+func (c *collector) userStack(pid uint32, comm string, hash uint64) []*Frame {
+	key := userStack{pid: pid, hash: hash, comm: comm}
 	if f, ok := c.userStacks.Get(key); ok {
 		return f
 	}
@@ -375,7 +377,7 @@ func (c *collector) userStack(pid uint32, hash uint64) []*Frame {
 		return nil
 	}
 	deferred := c.sym.Deferred()
-	f := c.sym.User(nil, pid, c.frames)
+	f := c.sym.User(nil, pid, comm, c.frames)
 	if c.sym.Deferred() == deferred {
 		c.userStacks.Add(key, f) // else resolved again once the table is read
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kernel-exporter/kernel_exporter/bpfstats"
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 )
 
 // BPFView is top bpf: every BPF program of the host, as bpftop shows
@@ -109,8 +110,8 @@ func WriteBPF(w io.Writer, now time.Time, elapsed time.Duration, usage []bpfstat
 		rows = append(rows, []string{strconv.FormatUint(uint64(u.ID), 10), u.Name, u.Type, owner,
 			strconv.FormatFloat(u.PerSecond, 'f', 0, 64), ns, strconv.FormatFloat(u.CPU*100, 'f', 2, 64)})
 	}
-	title := fmt.Sprintf("kernel_exporter top bpf  %s  interval %v  %d programs  BPF: %.2f%% of one CPU",
-		now.Format(time.TimeOnly), elapsed.Round(time.Millisecond), len(usage)+more, total*100)
+	title := fmt.Sprintf("kernel_exporter top bpf  %s  interval %v  %s  BPF: %.2f%% of one CPU",
+		now.Format(time.TimeOnly), elapsed.Round(time.Millisecond), plural.Count(len(usage)+more, "program"), total*100)
 	if more > 0 {
 		title += fmt.Sprintf("  (%d not listed)", more)
 	}

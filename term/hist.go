@@ -105,15 +105,38 @@ type Unit struct {
 	Scale float64
 }
 
-// UnitOf returns the unit bounds of f are printed in. A metric in seconds
-// (name ending _seconds) is printed in the largest of nsecs, usecs, msecs
-// and secs in which its smallest positive bound is at least 1, so that the
-// first row reads "0 -> 1" rather than "0 -> 0.000001": biolatency and
-// runqlat (bounds from 1 µs) print usecs as bcc's tools do. A metric in
-// bytes (_bytes) prints bytes; any other metric prints its bounds as they
-// are, headed "value". The unit depends on the bounds only, never on the
-// data, so it stays the same from one interval to the next.
-func UnitOf(f *collector.Family) Unit {
+// bccUnits are the time units of the bcc tools the bundled programs
+// follow, by program, in their default mode: runqlat, biolatency and
+// softirqs -d print usecs (runqlat_cgroup is runqlat per cgroup),
+// funclatency nsecs. tools/runqlat.py, biolatency.py, softirqs.py and
+// funclatency.py in bcc.
+var bccUnits = map[string]Unit{
+	"runqlat":        unitUsecs,
+	"runqlat_cgroup": unitUsecs,
+	"biolatency":     unitUsecs,
+	"softirq":        unitUsecs,
+	"funclatency":    unitNsecs,
+}
+
+// The units of a metric in seconds.
+var (
+	unitSecs  = Unit{"secs", 1}
+	unitMsecs = Unit{"msecs", 1e3}
+	unitUsecs = Unit{"usecs", 1e6}
+	unitNsecs = Unit{"nsecs", 1e9}
+)
+
+// UnitOf returns the unit the bounds of f, a histogram of program, are
+// printed in. A metric in seconds (name ending _seconds) is printed in the
+// unit of the bcc tool program follows (bccUnits: runqlat's ns buckets in
+// usecs, "1.024 -> 2.048", as runqlat prints usecs); for any other program
+// in the largest of nsecs, usecs, msecs and secs in which its smallest
+// positive bound is at least 1, so that the first row reads "0 -> 1"
+// rather than "0 -> 0.000001". A metric in bytes (_bytes) prints bytes;
+// any other metric prints its bounds as they are, headed "value". The unit
+// depends on the program and the bounds only, never on the data, so it
+// stays the same from one interval to the next.
+func UnitOf(program string, f *collector.Family) Unit {
 	name := strings.TrimSuffix(f.Name, "_total")
 	switch {
 	case strings.HasSuffix(name, "_bytes"):
@@ -121,13 +144,16 @@ func UnitOf(f *collector.Family) Unit {
 	case !strings.HasSuffix(name, "_seconds"):
 		return Unit{"value", 1}
 	}
+	if u, ok := bccUnits[program]; ok {
+		return u
+	}
 	smallest := math.Inf(1)
 	for _, u := range f.Upper {
 		if u > 0 && u < smallest {
 			smallest = u
 		}
 	}
-	units := []Unit{{"secs", 1}, {"msecs", 1e3}, {"usecs", 1e6}, {"nsecs", 1e9}}
+	units := []Unit{unitSecs, unitMsecs, unitUsecs, unitNsecs}
 	for _, u := range units {
 		if smallest*u.Scale >= 1-1e-9 {
 			return u
@@ -138,7 +164,8 @@ func UnitOf(f *collector.Family) Unit {
 
 // formatBound prints a bound in unit u: an integer when it is one (to 9
 // significant digits, so that 2^k µs stored as 2^k × 1e-6 s prints 2^k),
-// else 6 significant digits.
+// else a whole number of nanoseconds exactly (2^20 ns in usecs:
+// "1048.576"), else 6 significant digits.
 func formatBound(b float64, u Unit) string {
 	switch {
 	case math.IsInf(b, 1):
@@ -149,6 +176,9 @@ func formatBound(b float64, u Unit) string {
 	v := b * u.Scale
 	if r := math.Round(v); math.Abs(v-r) <= 1e-9*math.Max(1, math.Abs(v)) && math.Abs(r) < 1e18 {
 		return strconv.FormatFloat(r, 'f', -1, 64)
+	}
+	if ns := b * 1e9; u.Scale < 1e9 && math.Abs(ns) < 1e15 && math.Abs(ns-math.Round(ns)) <= 1e-6*math.Max(1, math.Abs(ns)) {
+		return strconv.FormatFloat(math.Round(ns)/(1e9/u.Scale), 'f', -1, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 6, 64)
 }
@@ -218,7 +248,8 @@ func joinLabels(names, values []string, eq, sep string) string {
 	return strings.Join(parts, sep)
 }
 
-// WriteHist writes the tables of one histogram family over one interval:
+// WriteHist writes the tables of one histogram family of program over one
+// interval, in UnitOf(program, f):
 // per series (in the order given) its label header when the metric has
 // labels, the column header ("     usecs               : count     distribution")
 // and its rows, bcc's layout: the range right-aligned and left-aligned in
@@ -226,8 +257,8 @@ func joinLabels(names, values []string, eq, sep string) string {
 // wide, the bar between '|' (the column header's "distribution" starts
 // where the bars do, as in bcc's Python tools). Tables are separated by a blank line. With no
 // series, it writes "(no events)".
-func WriteHist(w io.Writer, f *collector.Family, series []HistSeries) error {
-	u := UnitOf(f)
+func WriteHist(w io.Writer, program string, f *collector.Family, series []HistSeries) error {
+	u := UnitOf(program, f)
 	var b strings.Builder
 	if len(series) == 0 {
 		b.WriteString("(no events)\n")

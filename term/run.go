@@ -227,7 +227,7 @@ func runHist(ctx context.Context, exp *exporter.Exporter, o Options, names []str
 				fmt.Fprintf(&b, "(map read failed: %s)\n\n", printable.String(f.Err.Error()))
 				continue
 			}
-			_ = WriteHist(&b, f, h.Interval(f))
+			_ = WriteHist(&b, o.Program, f, h.Interval(f))
 			b.WriteByte('\n')
 		}
 		window := runs.Elapsed()

@@ -105,7 +105,7 @@ func TestWriteHist(t *testing.T) {
 	)
 	var h Hist
 	var b strings.Builder
-	if err := WriteHist(&b, f, h.Interval(f)); err != nil {
+	if err := WriteHist(&b, "biolatency", f, h.Interval(f)); err != nil {
 		t.Fatal(err)
 	}
 	want := `device = vda, operation = read
@@ -125,13 +125,13 @@ device = vda, operation = write
 		t.Errorf("WriteHist =\n%s\nwant:\n%s", b.String(), want)
 	}
 	b.Reset()
-	if err := WriteHist(&b, f, nil); err != nil || b.String() != "(no events)\n" {
+	if err := WriteHist(&b, "biolatency", f, nil); err != nil || b.String() != "(no events)\n" {
 		t.Errorf("WriteHist(no series) = %q, %v", b.String(), err)
 	}
 	// A metric without labels has no label header.
 	plain := collector.NewFamily("kernel_x_bytes", "X.", collector.KindHistogram, nil, []float64{1024, 2048}, []collector.SeriesData{{Cum: []uint64{0, 4}, Count: 4}})
 	b.Reset()
-	_ = WriteHist(&b, plain, h.Interval(plain))
+	_ = WriteHist(&b, "x", plain, h.Interval(plain))
 	if want := "     bytes               : count     distribution\n      1024 -> 2048       : 4        |****************************************|\n"; b.String() != want {
 		t.Errorf("WriteHist(no labels) =\n%q\nwant\n%q", b.String(), want)
 	}
@@ -153,8 +153,27 @@ func TestUnitOf(t *testing.T) {
 		{"kernel_x_packets", []float64{1, 2}, "value"},
 	} {
 		f := collector.NewFamily(c.name, "", collector.KindHistogram, nil, c.upper, nil)
-		if got := UnitOf(f).Name; got != c.want {
+		if got := UnitOf("x", f).Name; got != c.want {
 			t.Errorf("UnitOf(%s %v) = %s, want %s", c.name, c.upper, got, c.want)
+		}
+	}
+	// The bundled programs print the unit of the bcc tool they follow,
+	// whatever their bounds: runqlat's ns buckets in usecs, as runqlat.
+	ns := []float64{1e-9, 2e-9, 1.024e-6, 2.048e-6, 1048576e-9}
+	for _, c := range []struct{ program, want string }{
+		{"runqlat", "usecs"}, {"runqlat_cgroup", "usecs"}, {"biolatency", "usecs"}, {"softirq", "usecs"}, {"funclatency", "nsecs"}, {"tcp_states", "nsecs"},
+	} {
+		f := collector.NewFamily("kernel_x_seconds", "", collector.KindHistogram, nil, ns, nil)
+		if got := UnitOf(c.program, f).Name; got != c.want {
+			t.Errorf("UnitOf(%s, ns bounds) = %s, want %s", c.program, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		b    float64
+		want string
+	}{{1.024e-6, "1.024"}, {2.048e-6, "2.048"}, {1048576e-9, "1048.576"}, {1e-9, "0.001"}, {67108864e-9, "67108.864"}} {
+		if got := formatBound(c.b, unitUsecs); got != c.want {
+			t.Errorf("formatBound(%g s, usecs) = %s, want %s", c.b, got, c.want)
 		}
 	}
 	for k := range 27 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/runcount"
 )
 
@@ -64,7 +65,7 @@ func report(w io.Writer, exp *exporter.Exporter, verbose bool, runs *runcount.Wi
 			if len(alts) > 0 {
 				extra = " (" + strings.Join(alts, "; ") + ")"
 			}
-			fmt.Fprintf(w, "ok    %s (%s): %d programs attached%s\n", st.Name, st.Source, len(st.Programs), extra)
+			fmt.Fprintf(w, "ok    %s (%s): %s attached%s\n", st.Name, st.Source, plural.Count(len(st.Programs), "program"), extra)
 			warnings(w, st)
 			for _, i := range idle[st.Name] {
 				fmt.Fprintf(w, "idle  %s (%s): %s\n", st.Name, st.Source, i.Message(span))

@@ -4,12 +4,14 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/kernel-exporter/kernel_exporter/dump"
+	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
 // dumpFlags are the flags of dump.
@@ -30,7 +32,8 @@ func dumpCommand(app *kingpin.Application) *command {
 	f := &dumpFlags{src: addSourceFlags(c), load: addLoadFlags(c)}
 	c.Flag("duration", fmt.Sprintf("Time to count events after every config has loaded, more than 0 and at most %v; SIGINT ends it early and still prints.", dump.MaxDuration)).Default(dump.DefaultDuration.String()).DurationVar(&f.duration)
 	c.Flag("format", "Output format: text (the Prometheus text exposition) or json (prom2json's format).").Default(string(dump.FormatText)).EnumVar(&f.format, string(dump.FormatText), string(dump.FormatJSON))
-	return &command{clause: c, check: f.check, run: f.run}
+	return &command{clause: c, check: f.check, run: f.run,
+		privileges: func() (string, []loader.Privilege) { return "dump", slices.Concat(loader.PrivLoad, loader.PrivConfigs) }}
 }
 
 // check checks dump's flags.
@@ -42,6 +45,9 @@ func (f *dumpFlags) check() error {
 	sources, err := f.src.sources(f.load.configDir)
 	if err != nil {
 		return err
+	}
+	if len(sources) == 0 {
+		return errNothingToRun
 	}
 	return f.load.check(sources)
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/cilium/ebpf"
+	"github.com/prometheus/common/promslog"
+	promslogflag "github.com/prometheus/common/promslog/flag"
 	"go.opentelemetry.io/otel"
 	"golang.org/x/sys/unix"
 
@@ -225,7 +227,9 @@ func addSourceFlags(c *kingpin.CmdClause) *sourceFlags {
 }
 
 // sources turns the flags into the list of configs to start; dir is
-// --config.dir.
+// --config.dir. The list is empty for --programs=none without
+// --config.names: a command with nothing else to do refuses it
+// (errNothingToRun).
 func (f *sourceFlags) sources(dir string) ([]exporter.Source, error) {
 	var out []exporter.Source
 	var err error
@@ -240,7 +244,8 @@ func (f *sourceFlags) noteLeftOut(log *slog.Logger) {
 	}
 }
 
-// sources turns the flags into the list of configs to start. "all" in
+// sources turns the flags into the list of configs to start, empty only
+// for --programs=none without --config.names. "all" in
 // progList is every bundled program, less those with spans (optIn) while
 // spans have no destination: leftOut names them and why says why.
 func sources(progList, dir, names string) (out []exporter.Source, leftOut []string, why string, err error) {
@@ -324,11 +329,12 @@ func sources(progList, dir, names string) (out []exporter.Source, leftOut []stri
 			return nil, nil, "", fmt.Errorf("--config.dir %s: not a directory", quote(dir))
 		}
 	}
-	if len(out) == 0 {
-		return nil, nil, "", errors.New("nothing to run: give --programs or --config.names")
-	}
 	return out, leftOut, why, nil
 }
+
+// errNothingToRun is a command's error for no config to run
+// (--programs=none without --config.names).
+var errNothingToRun = errors.New("nothing to run: --programs=none runs no bundled program and no --config.names is given")
 
 // optIn reports whether bundled program name has output that needs a
 // destination besides /metrics: a tracing section, whose spans go over
@@ -443,6 +449,9 @@ func nameFlag(app *kingpin.Application, args []string, err error) error {
 		switch c := el.Clause.(type) {
 		case *kingpin.FlagClause:
 			if serr := c.Model().Value.Set(*el.Value); serr != nil {
+				if choices, ok := flagChoices[c.Model().Name]; ok {
+					return fmt.Errorf("--%s %s: %w (one of: %s)", c.Model().Name, quote(*el.Value), serr, strings.Join(choices, ", "))
+				}
 				return fmt.Errorf("--%s %s: %w", c.Model().Name, quote(*el.Value), serr)
 			}
 		case *kingpin.ArgClause:
@@ -452,6 +461,13 @@ func nameFlag(app *kingpin.Application, args []string, err error) error {
 		}
 	}
 	return err
+}
+
+// flagChoices are the values of the flags whose own error does not list
+// them (promslog's "unrecognized log level").
+var flagChoices = map[string][]string{
+	promslogflag.LevelFlagName:  promslog.LevelFlagOptions,
+	promslogflag.FormatFlagName: promslog.FormatFlagOptions,
 }
 
 // otherCommandFlag is the error for --name given to a command that does

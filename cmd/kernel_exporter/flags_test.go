@@ -82,6 +82,13 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--programs=all,timers,timers", `--programs: "timers" is given twice`)
 	add("serve", "--programs=../x", `--programs: config name "../x"`)
 	add("serve", "--config.names=mine", "--config.names needs --config.dir")
+	cases = append(cases,
+		tc{[]string{"--programs=none", "--no-collector.bpf"}, "nothing to run: --programs=none runs no bundled program and no --config.names is given: --no-collector.bpf turns off the host BPF collector, the only other source of metrics"},
+		tc{[]string{"--programs=none", "--config.check"}, "nothing to run: --programs=none runs no bundled program and no --config.names is given: --config.check has no config to check"},
+		tc{[]string{"dump", "--programs=none"}, "nothing to run: --programs=none runs no bundled program and no --config.names is given"},
+		tc{[]string{"--log.level=verbose"}, `--log.level "verbose": unrecognized log level verbose (one of: debug, info, warn, error)`},
+		tc{[]string{"--log.format=xml"}, `--log.format "xml": unrecognized log format xml (one of: logfmt, json)`},
+	)
 	base["serve"] = []string{"--programs=timers"}
 	add("serve", "--verbose", "--verbose applies to --config.check only")
 	add("serve", "--config.check=yes", `--config.check=yes: a switch takes no value (give --config.check or --no-config.check)`)
@@ -144,17 +151,19 @@ func TestBadFlags(t *testing.T) {
 	cases = append(cases,
 		tc{[]string{"hist", "biolatncy"}, `hist: no bundled program "biolatncy"`},
 		tc{[]string{"top", "biolatency.bio_latency_seconds"}, "top takes a program name, not a metric"},
-		tc{[]string{"top", "bpf", "--config.dir=" + dir}, "--config.dir applies to top <program>, not top bpf"},
-		tc{[]string{"top", "--btf.path=/x", "bpf"}, "--btf.path applies to top <program>, not top bpf"},
+		tc{[]string{"top", "bpf", "--config.dir=" + dir}, "--config.dir applies to top <program> only, not top bpf"},
+		tc{[]string{"top", "--btf.path=/x", "bpf"}, "--btf.path applies to top <program> only, not top bpf"},
 		tc{[]string{"hist", "bpf"}, `hist: no bundled program "bpf"`},
 		tc{[]string{"privileged-helper", "--programs=timers"}, "--programs applies to serve and dump, not privileged-helper"},
 		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, profile record, profile diff)`},
 		tc{[]string{"dupm"}, `unexpected argument "dupm" (did you mean dump?)`},
 		// profile, profile diff, top cpu and serve's --profile.*
 		tc{[]string{"top", "cpu", "--frequency=0"}, "--frequency 0: must be 1 to 999"},
-		tc{[]string{"top", "bpf", "--frequency=99"}, "--frequency applies to top <program>, not top bpf"},
-		tc{[]string{"top", "syscalls", "--frequency=99"}, "--frequency applies to top cpu only"},
-		tc{[]string{"top", "cpu", "--config.dir=/tmp"}, "--config.dir applies to top <program>, not top cpu"},
+		tc{[]string{"top", "bpf", "--frequency=99"}, "--frequency applies to top cpu only, not top bpf"},
+		tc{[]string{"top", "syscalls", "--frequency=99"}, "--frequency applies to top cpu only, not top syscalls"},
+		tc{[]string{"top", "timers", "--frequency=0"}, "--frequency applies to top cpu only, not top timers"},
+		tc{[]string{"top", "bpf", "--frequency=0"}, "--frequency applies to top cpu only, not top bpf"},
+		tc{[]string{"top", "cpu", "--config.dir=/tmp"}, "--config.dir applies to top <program> only, not top cpu"},
 		tc{[]string{"top", "cpu", "--interval=1ms"}, "--interval 1ms: must be 100ms to 1h0m0s"},
 		tc{[]string{"profile", "--frequency=1000"}, "--frequency 1000: must be 1 to 999"},
 		tc{[]string{"profile", "--duration=0s"}, "--duration 0s: must be more than 0"},
@@ -212,6 +221,17 @@ func TestHelp(t *testing.T) {
 	if strings.Contains(out.String(), "--web.listen-address") || strings.Contains(out.String(), "Flags of serve") {
 		t.Errorf("dump --help lists serve's flags:\n%s", out.String())
 	}
+	// profile's default subcommand is record: profile --help lists
+	// record's flags, as README's profile examples use them.
+	out.Reset()
+	if code := run([]string{"profile", "--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("profile --help: exit %d", code)
+	}
+	for _, want := range []string{"Flags of profile record, the default subcommand:", "--duration=30s", "-o, --output=OUTPUT", "--format=FORMAT", "--frequency=99", "profile diff"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("profile --help lacks %q:\n%s", want, out.String())
+		}
+	}
 }
 
 // TestCommandAfterFlags checks that flags may come before the command:
@@ -255,6 +275,7 @@ func TestGoodFlags(t *testing.T) {
 		{"--programs=all,exec_trace"},
 		{"--programs=exec_trace,timers"},
 		{"--programs=none", "--config.dir=" + dir, "--config.names=mine"},
+		{"--programs=none"}, // the host BPF collector serves
 		{"--config.dir=" + dir, "dump", "--config.names=mine"},
 		{"--config.check", "--verbose"},
 		{"--otlp.metrics", "--otlp.metrics.interval=5s", "--otlp.metrics.timeout=2s"},

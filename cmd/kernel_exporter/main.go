@@ -28,6 +28,8 @@ import (
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
+
+	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
 // DefaultAddress is outside 9100-9999, the fully allocated range of the
@@ -36,6 +38,10 @@ const DefaultAddress = ":19435"
 
 // ExitBadFlags is the exit code of every flag error.
 const ExitBadFlags = 2
+
+// ExitNoPrivilege is the exit code of a command run without the
+// capabilities it needs (LSB's "user had insufficient privilege").
+const ExitNoPrivilege = 4
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -50,6 +56,11 @@ type command struct {
 	// quiet commands draw on the terminal: they log warnings and errors
 	// only, unless --log.level asks for debug.
 	quiet bool
+	// privileges returns the capabilities the command needs with the
+	// flags and arguments given (loader.PrivLoad, ...), and its name as
+	// typed ("top bpf"), checked before it runs: without them it exits
+	// with ExitNoPrivilege and an error naming them. Nil: it needs none.
+	privileges func() (name string, need []loader.Privilege)
 	// run runs the command and returns the exit code.
 	run func(env *env) int
 }
@@ -131,6 +142,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if checkOnly {
 		return 0
 	}
+	if cmd.privileges != nil {
+		if err := loader.CheckPrivileges(cmd.privileges()); err != nil {
+			fmt.Fprintf(stderr, "kernel_exporter: error: %v\n", err)
+			return ExitNoPrivilege
+		}
+	}
 	if cmd.quiet && logCfg.Level.String() == "info" {
 		_ = logCfg.Level.Set("warn")
 	}
@@ -167,11 +184,18 @@ func signalContext(log *slog.Logger, extra ...os.Signal) (context.Context, conte
 }
 
 // usageTemplate is kingpin's default usage with, when no command is given,
-// the flags of the default command (serve) too: kernel_exporter --help
-// lists what kernel_exporter alone takes.
+// the flags of the default command (serve) too, and for a command with a
+// default subcommand, that subcommand's flags and arguments:
+// kernel_exporter --help lists what kernel_exporter alone takes, and
+// kernel_exporter profile --help what kernel_exporter profile takes.
 var usageTemplate = strings.Replace(kingpin.DefaultUsageTemplate, "{{if .Context.Args -}}", `{{if not .Context.SelectedCommand -}}
 {{range .App.Commands}}{{if .Default -}}
 Flags of {{.Name}}, the default command:
+{{.Flags|FlagsToTwoColumns|FormatTwoColumns}}
+{{end}}{{end -}}
+{{else -}}
+{{range .Context.SelectedCommand.Commands}}{{if .Default -}}
+Flags of {{.FullCommand}}, the default subcommand:
 {{.Flags|FlagsToTwoColumns|FormatTwoColumns}}
 {{end}}{{end -}}
 {{end -}}

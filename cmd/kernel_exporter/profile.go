@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"syscall"
 	"time"
 
@@ -79,7 +80,9 @@ func profileCommands(app *kingpin.Application) []*command {
 	dc.Flag("sort", "Rank by total (share of stacks holding the function: the path that changed) or self (share where it is the innermost frame).").Default("total").EnumVar(&d.sort, "total", "self")
 	dc.Flag("kind", "Kind of folded inputs: cpu or offcpu (pprof files say theirs).").Default("cpu").EnumVar(&d.kind, string(profile.CPU), string(profile.OffCPU))
 	return []*command{
-		{clause: rc, check: r.check, run: r.run},
+		{clause: rc, check: r.check, run: r.run, privileges: func() (string, []loader.Privilege) {
+			return "profile", slices.Concat(loader.PrivLoad, loader.PrivProfile)
+		}},
 		{clause: dc, check: d.check, run: d.run},
 	}
 }
@@ -213,13 +216,13 @@ func (p *profileServeFlags) pushOTLP(ctx context.Context, ledger *budget.Ledger,
 	return caps, nil
 }
 
-// serve returns the /profile/ routes and the flame graph page (nil without
-// --profile.enable), the
+// serve returns the /profile/ routes and the flame graph page (without
+// --profile.enable, routes that say how to turn them on), the
 // CPU budget target t extended with the profiles' programs, and the
 // capabilities to keep.
 func (p *profileServeFlags) serve(ledger *budget.Ledger, t budget.Target, log *slog.Logger) (map[string]http.Handler, budget.Target, loader.CapSet) {
 	if !p.enable {
-		return nil, t, 0
+		return profile.DisabledRoutes(ui.ProfilePath), t, 0
 	}
 	h := profile.NewHandler(profile.HandlerOptions{Ledger: ledger, Frequency: p.frequency, MaxDuration: p.maxHTTP, Logger: log})
 	configs, detach, reattach := t.Configs, t.Detach, t.Reattach

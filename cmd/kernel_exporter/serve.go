@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/exposition/otlp"
+	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/privsep"
 	"github.com/kernel-exporter/kernel_exporter/web"
 )
@@ -90,7 +92,31 @@ func serveCommand(app *kingpin.Application) *command {
 	c.Flag("otlp.metrics", "Also push every metric served on /metrics (the exporter's own included) over OTLP, to the endpoint, protocol (grpc or http/protobuf), headers and TLS of the OTEL_EXPORTER_OTLP_* variables (docs/otlp.md).").BoolVar(&f.otlpOn)
 	c.Flag("otlp.metrics.interval", fmt.Sprintf("Time between OTLP pushes, %v to %v.", otlp.MinInterval, otlp.MaxInterval)).Default(otlp.DefaultInterval.String()).IsSetByUser(&f.otlpSet[0]).DurationVar(&f.otlpEvery)
 	c.Flag("otlp.metrics.timeout", "Time one OTLP push may take, all its requests together; at most the interval.").Default(otlp.DefaultTimeout.String()).IsSetByUser(&f.otlpSet[1]).DurationVar(&f.otlpTimeout)
-	return &command{clause: c, check: f.checkFlags, run: f.run}
+	return &command{clause: c, check: f.checkFlags, run: f.run, privileges: f.privileges}
+}
+
+// privileges returns what serve needs: loading its configs, or with none
+// (--programs=none) listing the host's BPF objects for the host BPF
+// collector; and what it uses besides: the decoders', the CPU budget's
+// and the collector's, and with --profile.enable or --otlp.profiles the
+// profile's.
+func (f *serveFlags) privileges() (string, []loader.Privilege) {
+	if f.check {
+		return "serve --config.check", slices.Concat(loader.PrivLoad, loader.PrivConfigs)
+	}
+	var need []loader.Privilege
+	if len(f.load.sources) == 0 {
+		need = loader.PrivListBPF
+	} else {
+		need = slices.Concat(loader.PrivLoad, loader.PrivConfigs)
+		if f.bpf.on || f.cpuBudget > 0 {
+			need = append(need, loader.Optional(loader.PrivListBPF)...)
+		}
+	}
+	if f.prof.enable || f.prof.otlp {
+		need = append(need, loader.PrivProfile...)
+	}
+	return "serve", need
 }
 
 // cpuOptions returns the CPU budget's options.
@@ -112,6 +138,14 @@ func (f *serveFlags) checkFlags() error {
 	}
 	if f.verbose && !f.check {
 		return errors.New("--verbose applies to --config.check only")
+	}
+	// With no config, serve still serves the host BPF collector.
+	if len(sources) == 0 && (f.check || !f.bpf.on) {
+		why := "--no-collector.bpf turns off the host BPF collector, the only other source of metrics"
+		if f.check {
+			why = "--config.check has no config to check"
+		}
+		return fmt.Errorf("%w: %s", errNothingToRun, why)
 	}
 	if err := applySystemdFD(f.web); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 
 	"github.com/kernel-exporter/kernel_exporter/exporter"
+	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/profile"
 	proftop "github.com/kernel-exporter/kernel_exporter/profile/top"
 	"github.com/kernel-exporter/kernel_exporter/term"
@@ -31,15 +32,17 @@ type topView struct {
 	name, help string
 	// flags are the flags of top it takes besides --interval and --count.
 	flags []string
-	run   func(ctx context.Context, f *termFlags, e *env) int
+	// need is what the view needs (CheckPrivileges).
+	need []loader.Privilege
+	run  func(ctx context.Context, f *termFlags, e *env) int
 }
 
 // topViews are top's built-in views. Adding a view: one entry here.
 var topViews = []topView{
-	{name: term.BPFView.Name, help: term.BPFView.Help, run: func(ctx context.Context, f *termFlags, e *env) int {
+	{name: term.BPFView.Name, help: term.BPFView.Help, need: loader.PrivListBPF, run: func(ctx context.Context, f *termFlags, e *env) int {
 		return term.RunBuiltin(ctx, term.BPFView, term.RedrawOptions{Interval: f.interval, Count: f.count, Stdout: e.stdout, Stderr: e.stderr}, e.log)
 	}},
-	{name: proftop.Target, help: "the hottest kernel and user functions, as perf top", flags: []string{"--frequency"},
+	{name: proftop.Target, help: "the hottest kernel and user functions, as perf top", flags: []string{"--frequency"}, need: slices.Concat(loader.PrivLoad, loader.PrivProfile),
 		run: func(ctx context.Context, f *termFlags, e *env) int {
 			return proftop.Run(ctx, proftop.Options{Frequency: f.frequency, Interval: f.interval, Count: f.count,
 				Stdout: e.stdout, Stderr: e.stderr, Logger: e.log})
@@ -93,7 +96,7 @@ func termCommand(app *kingpin.Application, name string) *command {
 			}
 		}
 	}
-	return &command{clause: c, check: f.check, run: f.run, quiet: true}
+	return &command{clause: c, check: f.check, run: f.run, quiet: true, privileges: f.privileges}
 }
 
 // viewsHelp describes the built-in views for top's --help.
@@ -114,6 +117,34 @@ func viewNames() string {
 	return strings.Join(names, ", ")
 }
 
+// topProgram is how errors name top with a program.
+const topProgram = "top <program>"
+
+// topFlagTargets names what takes top's flag: the built-in views that
+// declare it ("top cpu"), else top <program> (the load flags).
+func topFlagTargets(flag string) string {
+	var with []string
+	for _, v := range topViews {
+		if slices.Contains(v.flags, flag) {
+			with = append(with, "top "+v.name)
+		}
+	}
+	if len(with) == 0 {
+		return topProgram
+	}
+	return strings.Join(with, " and ")
+}
+
+// topFlagError is the one error for a flag of top given with a target
+// that does not take it, built-in view or program alike.
+func topFlagError(flag, target string) error {
+	err := fmt.Errorf("%s applies to %s only, not top %s", flag, topFlagTargets(flag), target)
+	if slices.ContainsFunc(topViews, func(v topView) bool { return v.name == target }) {
+		err = fmt.Errorf("%w (a built-in view takes --interval, --count and its own flags only)", err)
+	}
+	return err
+}
+
 // check checks the flags and the program argument.
 func (f *termFlags) check() error {
 	if err := term.CheckFlags(f.interval, f.count); err != nil {
@@ -123,23 +154,35 @@ func (f *termFlags) check() error {
 		v := &topViews[i]
 		for _, g := range f.given {
 			if !slices.Contains(v.flags, g) {
-				return fmt.Errorf("%s applies to top <program>, not top %s (a built-in view takes --interval, --count and its own flags only)", g, v.name)
+				return topFlagError(g, f.target)
 			}
 		}
-		if f.frequency < 1 || f.frequency > profile.MaxFrequency {
+		if slices.Contains(v.flags, "--frequency") && (f.frequency < 1 || f.frequency > profile.MaxFrequency) {
 			return fmt.Errorf("--frequency %d: must be 1 to %d", f.frequency, profile.MaxFrequency)
 		}
 		f.view = v
 		return nil
 	}
-	if slices.Contains(f.given, "--frequency") {
-		return fmt.Errorf("--frequency applies to top %s only", proftop.Target)
+	for _, g := range f.given {
+		if topFlagTargets(g) != topProgram {
+			return topFlagError(g, f.target)
+		}
 	}
 	var err error
 	if f.source, f.metric, err = term.ParseTarget(f.name, f.target, f.load.configDir); err != nil {
 		return err
 	}
 	return f.load.check([]exporter.Source{f.source})
+}
+
+// privileges returns what the command needs: a built-in view's own, else
+// loading.
+func (f *termFlags) privileges() (string, []loader.Privilege) {
+	name := f.name + " " + f.target
+	if f.view != nil {
+		return name, f.view.need
+	}
+	return name, slices.Concat(loader.PrivLoad, loader.PrivConfigs)
 }
 
 // run draws until --count or a signal (term.Run, or the built-in view's

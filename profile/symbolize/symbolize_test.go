@@ -192,17 +192,17 @@ func TestSessionUser(t *testing.T) {
 		t.Fatalf("kernel symbols as root: %v", err)
 	}
 	pid := uint32(os.Getpid())
-	fr := ss.User(nil, pid, []uint64{pcOf(TestSessionUser), 0x10, 0})
+	fr := ss.User(nil, pid, "symbolize.test", []uint64{pcOf(TestSessionUser), 0x10, 0})
 	if len(fr) != 2 {
 		t.Fatalf("%d frames, want 2 (a zero ends the stack)", len(fr))
 	}
 	if !fr[0].Resolved || !strings.HasSuffix(fr[0].Function, "symbolize.TestSessionUser") || fr[0].Kernel || fr[0].BuildID == "" {
 		t.Errorf("own function: %+v", *fr[0])
 	}
-	if fr[1].Resolved || fr[1].Function != "[unknown]+0x10" {
+	if fr[1].Resolved || fr[1].Function != "[unknown in symbolize.test]" {
 		t.Errorf("address in no mapping: %+v", *fr[1])
 	}
-	again := ss.User(nil, pid, []uint64{pcOf(TestSessionUser)})
+	again := ss.User(nil, pid, "symbolize.test", []uint64{pcOf(TestSessionUser)})
 	if again[0] != fr[0] {
 		t.Error("frames are not interned")
 	}

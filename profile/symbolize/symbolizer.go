@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +33,8 @@ type Frame struct {
 	// Function is the symbol's name ("tcp_sendmsg", "main.main",
 	// "__libc_start_call_main"), or for an address that did not resolve,
 	// its module and offset: "libfoo.so+0x1a2b" (the ELF virtual address
-	// in the file), "[anon]+0x7f3c0000a000" (the process address),
-	// "[kernel.kallsyms]+0xffffffffc0001234".
+	// in the file), "[kernel.kallsyms]+0xffffffffc0001234"; or, in no
+	// file, UnknownName's "[anon in java]", "[unknown in go]".
 	Function string
 	// Module is the file the code is in, as the process names it
 	// ("/usr/lib/x86_64-linux-gnu/libc.so.6"), a pseudo-path ("[vdso]",
@@ -504,17 +505,18 @@ func (ss *Session) Kernel(out []*Frame, addrs []uint64) []*Frame {
 	return out
 }
 
-// User appends to out the frames of the user stack addrs of process pid
-// (innermost first; zeros end it) and returns it. See Kernel for the
-// return addresses.
-func (ss *Session) User(out []*Frame, pid uint32, addrs []uint64) []*Frame {
+// User appends to out the frames of the user stack addrs of process pid,
+// whose command name is comm (the sample's; "" when unknown), innermost
+// first (zeros end it), and returns it. See Kernel for the return
+// addresses, and UnknownName for the frames in no file.
+func (ss *Session) User(out []*Frame, pid uint32, comm string, addrs []uint64) []*Frame {
 	p := ss.process(pid)
 	for i, a := range addrs {
 		if a == 0 {
 			break
 		}
 		ss.stats.UserFrames++
-		f := ss.user(p, pid, a, i > 0)
+		f := ss.user(p, pid, comm, a, i > 0)
 		if f.Resolved {
 			ss.stats.UserResolved++
 		}
@@ -560,8 +562,24 @@ func (ss *Session) readMaps(p *process, pid uint32) {
 	p.gone, p.readErr = false, nil
 }
 
+// UnknownName names a user frame in no file of its process: base is
+// "[unknown]" (no mapping holds the address: the process exited before
+// its mappings were read, or unmapped the code) or the pseudo-path of the
+// memory ("[anon]", JIT code; "[heap]"). The process' command name, its
+// binary's (up to 15 bytes), follows: "[unknown in go]"; base alone
+// without one. The address is left out: it means nothing outside its
+// process, and with it the frames of unrelated processes at the same
+// address would add up as one function (a diff ranked "[unknown]+0x49f1e1"
+// of short-lived processes first).
+func UnknownName(base, comm string) string {
+	if comm == "" {
+		return base
+	}
+	return strings.TrimSuffix(base, "]") + " in " + comm + "]"
+}
+
 // user resolves one user address of process p.
-func (ss *Session) user(p *process, pid uint32, addr uint64, ret bool) *Frame {
+func (ss *Session) user(p *process, pid uint32, comm string, addr uint64, ret bool) *Frame {
 	i, ok := find(p.maps, addr)
 	if !ok && !p.reread && !p.gone {
 		p.reread = true
@@ -569,7 +587,7 @@ func (ss *Session) user(p *process, pid uint32, addr uint64, ret bool) *Frame {
 		i, ok = find(p.maps, addr)
 	}
 	if !ok {
-		return ss.intern(false, false, "[unknown]", "[unknown]+0x"+strconv.FormatUint(addr, 16), "")
+		return ss.intern(false, false, "[unknown]", UnknownName("[unknown]", comm), "")
 	}
 	m := &p.maps[i]
 	t := p.tables[i].Value()
@@ -600,7 +618,7 @@ func (ss *Session) user(p *process, pid uint32, addr uint64, ret bool) *Frame {
 			off := addr - m.Start + m.Offset
 			return ss.intern(false, false, module, path.Base(module)+"+0x"+strconv.FormatUint(off, 16), "")
 		}
-		return ss.intern(false, false, module, module+"+0x"+strconv.FormatUint(addr, 16), "")
+		return ss.intern(false, false, module, UnknownName(module, comm), "")
 	}
 	vaddr, ok := t.VAddr(addr - m.Start + m.Offset)
 	if !ok {

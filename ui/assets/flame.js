@@ -39,7 +39,8 @@ function setStatus(text, error) {
   s.className = error ? 'note error' : 'note';
 }
 function pct(f) { return (100 * f).toFixed(1) + '%'; }
-function signed(f) { return (f >= 0 ? '+' : '') + pct(f); }
+// A change of share, in percentage points (29.8% to 69.9%: +40.1 pp).
+function signed(f) { return (f >= 0 ? '+' : '') + (100 * f).toFixed(1) + ' pp'; }
 function fmtValue(v) {
   if (st.diff) return pct(v);
   if (st.graph.unit === 'nanoseconds') {
