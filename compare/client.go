@@ -3,6 +3,7 @@
 package compare
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,7 @@ import (
 const (
 	DefaultMaxSeries   = 50000
 	MaxMaxSeries       = 10_000_000
-	DefaultMaxBytes    = 64 << 20 // 64 MiB a response
+	DefaultMaxBytes    = 32 << 20 // 32 MiB a response
 	DefaultTimeout     = 30 * time.Second
 	DefaultConcurrency = 4
 	// MaxSecretFile bounds a token, password, CA, certificate or key file.
@@ -35,6 +36,10 @@ const (
 // ErrTooLarge is returned (wrapped) when a response passes
 // Options.MaxBytes.
 var ErrTooLarge = errors.New("response too large")
+
+// ErrTooManySeries is returned (wrapped) when one answer holds more than
+// Options.MaxSeries series.
+var ErrTooManySeries = errors.New("too many series")
 
 // ClientOptions say how to reach Prometheus (or anything serving its HTTP
 // query API: Thanos, Mimir, VictoriaMetrics).
@@ -60,7 +65,7 @@ type ClientOptions struct {
 // client (auth and TLS) under a transport that bounds every body. The
 // files are read here, through package bounded, and handed over as
 // values, so that no file is read unbounded or at every request.
-func newAPI(o ClientOptions) (v1.API, error) {
+func newAPI(o ClientOptions, maxSeries int) (v1.API, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--prometheus.url %s: want http:// or https://host[:port][/path]", printable.Quote(o.URL, 256))
@@ -113,7 +118,7 @@ func newAPI(o ClientOptions) (v1.API, error) {
 			return nil, fmt.Errorf("client options: %w", err)
 		}
 	}
-	c, err := api.NewClient(api.Config{Address: o.URL, RoundTripper: limitTransport{rt, o.MaxBytes}})
+	c, err := api.NewClient(api.Config{Address: o.URL, RoundTripper: limitTransport{rt, o.MaxBytes, maxSeries}})
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +127,9 @@ func newAPI(o ClientOptions) (v1.API, error) {
 
 // limitTransport fails a response whose body passes max bytes.
 type limitTransport struct {
-	rt  http.RoundTripper
-	max int64
+	rt        http.RoundTripper
+	max       int64
+	maxSeries int
 }
 
 func (l limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -135,13 +141,40 @@ func (l limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		return nil, fmt.Errorf("%w: %d bytes announced, more than %d (--query.max-bytes)", ErrTooLarge, resp.ContentLength, l.max)
 	}
-	resp.Body = &limitBody{rc: resp.Body, left: l.max, max: l.max}
+	resp.Body = &limitBody{rc: resp.Body, left: l.max, max: l.max, maxSeries: l.maxSeries}
 	return resp, nil
 }
+
+// seriesKey opens each series of a query answer as Prometheus writes it.
+var seriesKey = []byte(`"metric":{`)
 
 type limitBody struct {
 	rc        io.ReadCloser
 	left, max int64
+	// Series are counted in the bytes as they come (occurrences of
+	// seriesKey, a label named metric aside), so that an answer of too
+	// many series fails before it is decoded: decoding a million takes
+	// seconds and hundreds of MB.
+	series, maxSeries int
+	tail              []byte // the last len(seriesKey)-1 bytes read
+}
+
+// count adds the series keys in b, one straddling the previous read
+// included.
+func (b *limitBody) count(p []byte) {
+	if b.maxSeries <= 0 {
+		return
+	}
+	k := len(seriesKey) - 1
+	if len(b.tail) > 0 {
+		joint := append(append([]byte(nil), b.tail...), p[:min(len(p), k)]...)
+		b.series += bytes.Count(joint, seriesKey)
+	}
+	b.series += bytes.Count(p, seriesKey)
+	b.tail = append(b.tail, p[max(0, len(p)-k):]...)
+	if len(b.tail) > k {
+		b.tail = b.tail[len(b.tail)-k:]
+	}
 }
 
 func (b *limitBody) Read(p []byte) (int, error) {
@@ -158,6 +191,10 @@ func (b *limitBody) Read(p []byte) (int, error) {
 	b.left -= int64(n)
 	if b.left < 0 {
 		return 0, fmt.Errorf("%w: more than %d bytes (--query.max-bytes)", ErrTooLarge, b.max)
+	}
+	b.count(p[:n])
+	if b.maxSeries > 0 && b.series > b.maxSeries {
+		return 0, fmt.Errorf("%w: more than %d series in one answer (--query.max-series)", ErrTooManySeries, b.maxSeries)
 	}
 	return n, err
 }
@@ -202,7 +239,15 @@ func valueType(v model.Value) string {
 func shortError(err error) string {
 	var apiErr *v1.Error
 	if errors.As(err, &apiErr) {
-		return printable.Cut(fmt.Sprintf("%s: %s", apiErr.Type, apiErr.Msg), 300)
+		msg := apiErr.Msg
+		if apiErr.Type == v1.ErrBadResponse {
+			// The JSON decoder's message goes on with the bytes around
+			// the error: not the answer's content.
+			if i := strings.Index(msg, ", error found in"); i >= 0 {
+				msg = msg[:i] + " (not a Prometheus API answer)"
+			}
+		}
+		return printable.Cut(fmt.Sprintf("%s: %s", apiErr.Type, msg), 300)
 	}
 	return printable.Cut(err.Error(), 300)
 }

@@ -187,7 +187,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("window %v to %v: the end must be at least 1 s after the start", s.Start, s.End)
 		}
 	}
-	a, err := newAPI(o.Client)
+	a, err := newAPI(o.Client, o.MaxSeries)
 	if err != nil {
 		return nil, err
 	}

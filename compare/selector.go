@@ -57,8 +57,10 @@ func ParseSelector(s string) (Selector, error) {
 	if len(s) > MaxSelector {
 		return nil, fmt.Errorf("selector of %d bytes, more than %d", len(s), MaxSelector)
 	}
-	p := strings.TrimSpace(s)
+	p := strings.Trim(s, " \t\n\r")
+	lead := strings.Index(s, p) // offsets in errors are s's
 	if strings.HasPrefix(p, "{") {
+		lead++
 		if !strings.HasSuffix(p, "}") || len(p) < 2 {
 			return nil, errors.New("selector opens { but does not end with }")
 		}
@@ -77,7 +79,7 @@ func ParseSelector(s string) (Selector, error) {
 			j++
 		}
 		if j == i {
-			return nil, fmt.Errorf("selector: label name expected at offset %d", i)
+			return nil, fmt.Errorf("selector: label name expected at offset %d", lead+i)
 		}
 		name := p[i:j]
 		if name == "__name__" {
@@ -110,7 +112,7 @@ func ParseSelector(s string) (Selector, error) {
 			return sel, nil
 		}
 		if p[i] != ',' {
-			return nil, fmt.Errorf("selector: , or } expected at offset %d", i)
+			return nil, fmt.Errorf("selector: , or } expected at offset %d", lead+i)
 		}
 		i++
 	}

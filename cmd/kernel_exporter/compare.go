@@ -56,7 +56,7 @@ func compareCommand(app *kingpin.Application) *command {
 	c.Flag("host.label", "Label that tells hosts apart.").Default("instance").StringVar(&f.hostLabel)
 	c.Flag("ignore-label", "Label left out of the signals' label sets besides --host.label and the selectors' labels, such as a per-host hostname (repeatable).").StringsVar(&f.ignore)
 	c.Flag("query.max-series", fmt.Sprintf("Most series fetched over both sides, 1 to %d: more is refused before they are fetched.", compare.MaxMaxSeries)).Default(strconv.Itoa(compare.DefaultMaxSeries)).IntVar(&f.maxSeries)
-	c.Flag("query.max-bytes", "Largest response body, as 64MiB (1KiB to 1GiB).").Default("64MiB").StringVar(&f.maxBytes)
+	c.Flag("query.max-bytes", "Largest response body, as 32MiB (1KiB to 1GiB).").Default("32MiB").StringVar(&f.maxBytes)
 	c.Flag("query.timeout", "Time each query may take, 1ms to 10m.").Default(compare.DefaultTimeout.String()).DurationVar(&f.timeout)
 	c.Flag("query.concurrency", "Queries in flight, 1 to 64.").Default(strconv.Itoa(compare.DefaultConcurrency)).IntVar(&f.concurrency)
 	c.Flag("format", "Output format: table or json.").Default(compare.FormatTable).EnumVar(&f.format, compare.FormatTable, compare.FormatJSON)
