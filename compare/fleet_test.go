@@ -24,7 +24,8 @@ import (
 // 30 s. Stretch starts tcp_write_timer 12 times as often and its run queue
 // latency is 4 times as long (the same distribution two exp2 buckets up);
 // one jessie host has 50 times the net_rx softirqs and one stretch host 40
-// times the clone calls.
+// times the clone calls. From the half hour on, every host retransmits
+// on timeouts 5 times as often.
 var (
 	fleetStart = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	fleetEnd   = fleetStart.Add(time.Hour)
@@ -44,7 +45,12 @@ var fleetCounters = []fleetCounter{
 	{"kernel_timer_starts_total", "function", map[string]float64{"tcp_write_timer": 5, "tcp_delack_timer": 20, "delayed_work_timer_fn": 50, "process_timeout": 100, "hrtimer_wakeup": 200, "it_real_fn": 1, "tcp_keepalive_timer": 2, "blk_rq_timed_out_timer": 0.5}},
 	{"kernel_syscalls_total", "syscall", map[string]float64{"read": 1000, "write": 800, "openat": 300, "close": 300, "futex": 500, "epoll_wait": 400, "sendto": 100, "recvfrom": 100, "mmap": 50, "clone": 5}},
 	{"kernel_softirqs_total", "vec", map[string]float64{"timer": 1000, "net_rx": 500, "net_tx": 50, "sched": 300, "rcu": 600}},
+	{"kernel_tcp_retransmits_total", "kind", map[string]float64{"timeout": 2, "fast": 3}},
 }
+
+// fleetLater is when every host starts retransmitting on timeouts 5 times
+// as often: the change the two-window comparison finds.
+var fleetLater = fleetStart.Add(30 * time.Minute)
 
 type fleetHistogram struct {
 	metric string
@@ -114,7 +120,11 @@ func writeFleet(t testing.TB, path string) {
 				for s := 0; s <= steps; s++ {
 					ts := fleetStart.Add(time.Duration(s) * fleetStep).Unix()
 					fmt.Fprintf(w, "%s{instance=%q,job=\"kernel\",os=%q,%s=%q} %.0f %d\n", c.metric, h.instance, h.os, c.label, v, total, ts)
-					total += math.Round(rate * h.scale * h.factor(c.metric, v) * secs * noise())
+					later := 1.0
+					if v == "timeout" && !fleetStart.Add(time.Duration(s)*fleetStep).Before(fleetLater) {
+						later = 5
+					}
+					total += math.Round(rate * later * h.scale * h.factor(c.metric, v) * secs * noise())
 				}
 			}
 		}
@@ -251,11 +261,39 @@ func TestFleet(t *testing.T) {
 	if res.Base.Hosts != 10 || res.New.Hosts != 10 {
 		t.Errorf("hosts: base %d, new %d; want 10 and 10", res.Base.Hosts, res.New.Hosts)
 	}
-	// 23 counter series and 2 histograms of 22 buckets a host.
-	if want := 20 * (23 + 2*22); res.Series != want {
+	// 25 counter series and 2 histograms of 22 buckets a host.
+	if want := 20 * (25 + 2*22); res.Series != want {
 		t.Errorf("series fetched: %d, want %d", res.Series, want)
 	}
 	checkFleetRanking(t, res)
+
+	// One set over two windows: the stretch hosts' first half hour
+	// against their second.
+	res, err = Run(context.Background(), Options{
+		Client: ClientOptions{URL: url},
+		Base:   Side{Selector: stretch, Start: fleetStart, End: fleetLater},
+		New:    Side{Selector: stretch, Start: fleetLater, End: fleetEnd},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := Write(&out, res, FormatTable, 5); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compare over two windows:\n%s", out.String())
+	r := res.Rows[0]
+	if r.Signal != `kernel_tcp_retransmits_total{job="kernel",kind="timeout"}` || math.Abs(float64(r.Factor)/5-1) > 0.1 || r.Agree != 10 || r.Delta != 1 {
+		t.Errorf("two windows: first row %s, factor %.3g, %d/%d agree, delta %v; want the timeout retransmits, 5 ±10%%, 10/10, 1", r.Signal, float64(r.Factor), r.Agree, r.NewHosts, r.Delta)
+	}
+	if strings.Contains(r.PromQL, " or ") {
+		t.Errorf("two windows of one selector: PromQL %q, want one query", r.PromQL)
+	}
+	for _, r := range res.Rows[1:] {
+		if r.Score > 0.2 {
+			t.Errorf("two windows: %s (%s) score %.3g, want at most 0.2 (unchanged)", r.Signal, r.Kind, r.Score)
+		}
+	}
 }
 
 // checkFleetRanking checks the rows of the fleet's comparison.
