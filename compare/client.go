@@ -5,6 +5,8 @@ package compare
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -109,6 +111,17 @@ func newAPI(o ClientOptions, maxSeries int) (v1.API, error) {
 			return nil, err
 		}
 		cfg.TLSConfig.Key = config.Secret(key)
+		if cfg.TLSConfig.CA != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(cfg.TLSConfig.CA)) {
+			return nil, fmt.Errorf("--prometheus.tls.ca-file %s: no PEM certificate in it", printable.Quote(o.CAFile, 256))
+		}
+		if (o.CertFile == "") != (o.KeyFile == "") {
+			return nil, errors.New("--prometheus.tls.cert-file and --prometheus.tls.key-file go together")
+		}
+		if o.CertFile != "" {
+			if _, err := tls.X509KeyPair([]byte(cfg.TLSConfig.Cert), []byte(key)); err != nil {
+				return nil, fmt.Errorf("--prometheus.tls.cert-file %s, --prometheus.tls.key-file %s: %w", printable.Quote(o.CertFile, 256), printable.Quote(o.KeyFile, 256), err)
+			}
+		}
 		cfg.TLSConfig.InsecureSkipVerify = o.InsecureSkipVerify
 		cfg.FollowRedirects = true
 		if err := cfg.Validate(); err != nil {

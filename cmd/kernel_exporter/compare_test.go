@@ -3,11 +3,14 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +213,55 @@ func TestCompareFlags(t *testing.T) {
 	code := run([]string{"compare", u, "--prometheus.bearer-token-file=" + filepath.Join(dir, "nope"), `{}`, `{}`}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "--prometheus.bearer-token-file") {
 		t.Errorf("missing token file: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestCompareClientOptions: the bearer token and basic auth files reach
+// Prometheus, a CA file verifies it, and without one (nor
+// --prometheus.tls.insecure-skip-verify) its certificate is refused.
+func TestCompareClientOptions(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var auth string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		fmt.Fprint(w, vectorJSON())
+	}))
+	defer srv.Close()
+	ca := write("ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	tok := write("token", "t0ken\n")
+	pw := write("password", "s3cret\n")
+	for _, c := range []struct {
+		flags    []string
+		code     int
+		auth     string
+		inStderr string
+	}{
+		{[]string{"--prometheus.tls.ca-file=" + ca, "--prometheus.bearer-token-file=" + tok}, 0, "Bearer t0ken", ""},
+		{[]string{"--prometheus.tls.ca-file=" + ca, "--prometheus.username=kernel", "--prometheus.password-file=" + pw}, 0, "Basic " + base64.StdEncoding.EncodeToString([]byte("kernel:s3cret")), ""},
+		{[]string{"--prometheus.tls.insecure-skip-verify"}, 0, "", ""},
+		{nil, 1, "", "certificate"},
+		{[]string{"--prometheus.tls.ca-file=" + tok}, 1, "", "--prometheus.tls.ca-file " + strconv.Quote(tok) + ": no PEM certificate in it"},
+		{[]string{"--prometheus.tls.cert-file=" + ca}, 1, "", "--prometheus.tls.cert-file and --prometheus.tls.key-file go together"},
+		{[]string{"--prometheus.tls.cert-file=" + ca, "--prometheus.tls.key-file=" + tok}, 1, "", "--prometheus.tls.key-file " + strconv.Quote(tok) + ": tls: "},
+	} {
+		auth = ""
+		var stdout, stderr strings.Builder
+		code := run(append([]string{"compare", "--prometheus.url=" + srv.URL, "--query.timeout=5s", `{}`, `{}`}, c.flags...), &stdout, &stderr)
+		if code != c.code || auth != c.auth || !strings.Contains(stderr.String(), c.inStderr) {
+			t.Errorf("%q: exit %d, Authorization %q, stderr %q; want %d, %q, %q", c.flags, code, auth, stderr.String(), c.code, c.auth, c.inStderr)
+		}
+		if code == 0 && !strings.Contains(stdout.String(), "0 series, 0 signals") {
+			t.Errorf("%q: stdout %q", c.flags, stdout.String())
+		}
+		if strings.Contains(stderr.String(), "t0ken") || strings.Contains(stderr.String(), "s3cret") {
+			t.Errorf("%q: stderr shows a secret: %q", c.flags, stderr.String())
+		}
 	}
 }
