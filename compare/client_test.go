@@ -3,6 +3,7 @@
 package compare
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -39,4 +40,44 @@ func vectorOf(n int) string {
 	}
 	b.WriteString(`]}}`)
 	return b.String()
+}
+
+// FuzzLimitBody checks that the series count of a body does not depend on
+// how it is cut into reads, and that the byte bound holds.
+func FuzzLimitBody(f *testing.F) {
+	f.Add([]byte(vectorOf(3)), uint8(1), uint16(1000))
+	f.Add([]byte(`"metric":{"metric":{"metric":{`), uint8(3), uint16(20))
+	f.Fuzz(func(t *testing.T, body []byte, chunk uint8, max uint16) {
+		if chunk == 0 {
+			chunk = 1
+		}
+		want := bytes.Count(body, seriesKey)
+		lb := &limitBody{rc: io.NopCloser(&chunkReader{body, int(chunk)}), left: int64(max), max: int64(max), maxSeries: 1 << 30}
+		got, err := io.ReadAll(lb)
+		if len(body) > int(max) {
+			if !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("%d bytes, bound %d: %v, want ErrTooLarge", len(body), max, err)
+			}
+			return
+		}
+		if err != nil || !bytes.Equal(got, body) || lb.series != want {
+			t.Fatalf("chunks of %d: %d series, %v; want %d", chunk, lb.series, err, want)
+		}
+	})
+}
+
+// chunkReader reads at most n bytes at a time.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), c.n, len(c.b))
+	copy(p, c.b[:k])
+	c.b = c.b[k:]
+	return k, nil
 }
