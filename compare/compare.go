@@ -369,9 +369,7 @@ func (r *runner) family(ctx context.Context, f *family) error {
 	for i, s := range sides {
 		hosts[i] = map[string]bool{}
 		if !f.on[i] {
-			// A metric the side lacks: 0 on each of its hosts.
-			hosts[i] = r.sideHosts[i]
-			continue
+			continue // a metric the side lacks: 0 on each of its hosts (below)
 		}
 		sel := f.name + "{" + s.Selector.String() + "}"
 		q := fmt.Sprintf("increase(%s[%s])", sel, s.rangeString())
@@ -402,6 +400,13 @@ func (r *runner) family(ctx context.Context, f *family) error {
 			}
 			hosts[i][host] = true
 			got[i] = append(got[i], sample{key: key, host: host, le: le, v: v})
+		}
+	}
+	for i := range hosts {
+		if len(hosts[i]) == 0 {
+			// No series with an increase (one sample in the window, or
+			// none left): 0 on each of the side's hosts.
+			hosts[i] = r.sideHosts[i]
 		}
 	}
 	var rows []Row
