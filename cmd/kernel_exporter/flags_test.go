@@ -155,7 +155,7 @@ func TestBadFlags(t *testing.T) {
 		tc{[]string{"top", "--btf.path=/x", "bpf"}, "--btf.path applies to top <program> only, not top bpf"},
 		tc{[]string{"hist", "bpf"}, `hist: no bundled program "bpf"`},
 		tc{[]string{"privileged-helper", "--programs=timers"}, "--programs applies to serve and dump, not privileged-helper"},
-		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, profile record, profile diff)`},
+		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, compare, profile record, profile diff)`},
 		tc{[]string{"dupm"}, `unexpected argument "dupm" (did you mean dump?)`},
 		// profile, profile diff, top cpu and serve's --profile.*
 		tc{[]string{"top", "cpu", "--frequency=0"}, "--frequency 0: must be 1 to 999"},

@@ -5,7 +5,7 @@
 //
 // Each command has its own file: serve.go (the default command, and its
 // --config.check mode in check.go), dump.go, term.go (hist and top),
-// new.go (package scaffold), profile.go (profile and profile diff,
+// new.go (package scaffold), compare.go (package compare), profile.go (profile and profile diff,
 // package profile) and helper.go (the hidden privileged helper). A
 // command declares its flags on its own kingpin clause, so that a flag
 // another command has is refused; the flags several commands share are
@@ -87,6 +87,7 @@ func commands(app *kingpin.Application) []*command {
 		termCommand(app, termHist),
 		termCommand(app, termTop),
 		newCommand(app),
+		compareCommand(app),
 	}
 	cmds = append(cmds, profileCommands(app)...)
 	return append(cmds, helperCommand(app))
