@@ -69,6 +69,9 @@ func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rates, window, end = l.opts.CPURates()
 	}
 	p := buildPage(states, l.runs.update(states), rates, window, end, l.now())
+	if l.opts.Audit != nil {
+		addAudit(p.Rows, states, l.opts.Audit())
+	}
 	p.Metrics, p.Version, p.UI = l.opts.MetricsPath, l.opts.Version, ui.Path
 	if l.opts.HostBPF != nil {
 		p.Host = hostBPF(l.opts.HostBPF(), l.now())
@@ -177,6 +180,55 @@ type row struct {
 	// SpansNowhere marks it when nothing chose a destination.
 	Spans        string
 	SpansNowhere bool
+	// Audit is the config's audit, one entry per kernel counter; Audited
+	// is whether the audit is on and the config has an audit section.
+	Audit   []auditCell
+	Audited bool
+}
+
+// AuditState is one audited pair of a config as the landing page shows
+// it (package audit's State): the kernel counter (source), the ratio of
+// our events to the kernel's in the last interval when HasRatio, whether
+// it is in the band the alert allows, and why the last interval was not
+// compared ("" when it was).
+type AuditState struct {
+	Source   string
+	Ratio    float64
+	HasRatio bool
+	InBand   bool
+	Err      string
+}
+
+// auditCell is an AuditState as shown: Class "" in the band, "mark"
+// outside it or on an error.
+type auditCell struct {
+	Source, Text, Class string
+}
+
+// addAudit sets the audit cells of rows (one per state, in order).
+func addAudit(rows []row, states []collector.State, audits map[string][]AuditState) {
+	for i, st := range states {
+		as, ok := audits[st.Name]
+		if !ok || i >= len(rows) {
+			continue
+		}
+		rows[i].Audited = true
+		for _, a := range as {
+			c := auditCell{Source: collector.LabelValue(a.Source)}
+			switch {
+			case a.Err != "":
+				c.Text, c.Class = "not compared: "+collector.LabelValue(a.Err), "mark"
+			case !a.HasRatio:
+				c.Text = "no kernel events"
+			default:
+				c.Text = strconv.FormatFloat(a.Ratio, 'f', 3, 64)
+				if !a.InBand {
+					c.Class = "mark"
+				}
+			}
+			rows[i].Audit = append(rows[i].Audit, c)
+		}
+	}
 }
 
 // alternative is an alternatives group, with only what the reason does
