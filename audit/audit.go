@@ -93,7 +93,7 @@ type pair struct {
 	based  bool      // ours and kernel hold a previous reading
 	start  time.Time // the snapshot's Start of that reading
 	ours   float64
-	kernel uint64
+	kernel float64 // the mean of the readings before and after the maps'
 	// totals since the audit began, of the intervals compared.
 	oursTotal, kernelTotal float64
 	ratio                  float64
@@ -143,9 +143,12 @@ func (a *Auditor) Run(ctx context.Context) {
 	}
 }
 
-// Tick runs one interval: each target is read, then the kernel counters
-// its entries name (read once per target, right after its maps, so that
-// both sides are read within a few milliseconds of each other).
+// Tick runs one interval. Each target's kernel counters are read just
+// before and just after its maps, and their mean taken as the kernel's
+// count at the time of the maps' read: the events that happen while the
+// maps are read (milliseconds, more when the exporter waits for a CPU)
+// then count half on each side of the interval's edge, on both sides of
+// the comparison alike.
 func (a *Auditor) Tick() {
 	targets := a.opts.Targets()
 	a.mu.Lock()
@@ -154,9 +157,10 @@ func (a *Auditor) Tick() {
 		p.seen = false
 	}
 	for _, t := range targets {
+		before := a.readKernel(t.Entries)
 		snap := t.Read()
-		k := NewKernel(a.opts.Root)
-		for _, e := range t.Entries {
+		after := a.readKernel(t.Entries)
+		for i, e := range t.Entries {
 			key := pairKey{t.Config, e.Source}
 			p := a.pairs[key]
 			if p == nil || p.metric != e.Metric {
@@ -165,7 +169,8 @@ func (a *Auditor) Tick() {
 			}
 			p.seen = true
 			ours, oerr := Count(snap, t.MetricName(e.Metric), e.Labels)
-			kern, kerr := k.Read(e.Source)
+			kerr := firstErr(before[i].err, after[i].err)
+			kern := float64(before[i].v)/2 + float64(after[i].v)/2
 			p.update(ours, oerr, kern, kerr, snap.Start)
 			if p.err != "" {
 				a.log.Debug("audit: interval not compared", "config", t.Config, "source", e.Source, "err", p.err)
@@ -180,8 +185,24 @@ func (a *Auditor) Tick() {
 	}
 }
 
+// reading is one kernel counter's value or error.
+type reading struct {
+	v   uint64
+	err error
+}
+
+// readKernel reads the kernel counter of each entry, each file once.
+func (a *Auditor) readKernel(entries []config.Audit) []reading {
+	k := NewKernel(a.opts.Root)
+	out := make([]reading, len(entries))
+	for i, e := range entries {
+		out[i].v, out[i].err = k.Read(e.Source)
+	}
+	return out
+}
+
 // update compares one interval's readings with the previous ones.
-func (p *pair) update(ours float64, oerr error, kern uint64, kerr error, start time.Time) {
+func (p *pair) update(ours float64, oerr error, kern float64, kerr error, start time.Time) {
 	p.hasRatio = false
 	p.dOurs, p.dKernel = 0, 0
 	if err := firstErr(oerr, kerr); err != nil {
@@ -195,7 +216,7 @@ func (p *pair) update(ours float64, oerr error, kern uint64, kerr error, start t
 	// its count away, a counter of the kernel never goes back (but a
 	// disk removed does): compare nothing, start from these readings.
 	if p.based && start.Equal(p.start) && ours >= p.ours && kern >= p.kernel {
-		p.dOurs, p.dKernel = ours-p.ours, float64(kern-p.kernel)
+		p.dOurs, p.dKernel = ours-p.ours, kern-p.kernel
 		p.oursTotal += p.dOurs
 		p.kernelTotal += p.dKernel
 		if p.dKernel > 0 {
