@@ -15,8 +15,9 @@
 // ns per event (runTimes) and BPF time, a link to its heatmaps on the live
 // page (/ui/#<config>), and notes: the marks (over its series limit, maps
 // nearly full, over its budget, spans that go nowhere), where its spans go,
-// the alternatives chosen, and the reason a config is down, folded and
-// shown once. It is plain HTML and CSS
+// its self-audit (each kernel counter's ratio of the last interval, marked
+// outside [0.98, 1.02]: Options.Audit, package audit), the alternatives
+// chosen, and the reason a config is down, folded and shown once. It is plain HTML and CSS
 // (html/template: every text escaped, made valid UTF-8 first), no script.
 package web
 
