@@ -146,7 +146,7 @@ func TestAuditUnderLoad(t *testing.T) {
 		run   func() error
 	}{
 		{"O_DIRECT writes and reads with fsync", []string{"biolatency/block_reads", "biolatency/block_flushes"}, func() error {
-			return auditBlockLoad(ioDir, load)
+			return auditBlockLoad(ioDir, load, 2, 1)
 		}},
 		{fmt.Sprintf("%d spinning processes on %d CPUs", 2*runtime.NumCPU()+1, runtime.NumCPU()), []string{"rq_ctxt/context_switches"}, func() error {
 			return auditCPULoad(2*runtime.NumCPU()+1, load)
@@ -244,17 +244,17 @@ func TestAuditDetached(t *testing.T) {
 }
 
 // auditBlockLoad writes 8 MiB files with O_DIRECT in 256 KiB writes and
-// fsyncs them (two writers) while a reader reads another with O_DIRECT,
-// for d, in dir.
-func auditBlockLoad(dir string, d time.Duration) error {
+// fsyncs them (writers at once) while readers read another with
+// O_DIRECT in 128 KiB reads, for d, in dir.
+func auditBlockLoad(dir string, d time.Duration, writers, readers int) error {
 	readPath := filepath.Join(dir, "read")
 	if err := writeDirect(readPath, 8<<20, 1<<20); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for w := range 2 {
+	errs := make(chan error, writers+readers)
+	for w := range writers {
 		wg.Go(func() {
 			p := filepath.Join(dir, fmt.Sprintf("w%d", w))
 			for time.Now().Before(deadline) {
@@ -265,14 +265,71 @@ func auditBlockLoad(dir string, d time.Duration) error {
 			}
 		})
 	}
-	wg.Go(func() {
-		if err := readDirectUntil(readPath, 128<<10, deadline, func() {}); err != nil {
-			errs <- err
-		}
-	})
+	for range readers {
+		wg.Go(func() {
+			if err := readDirectUntil(readPath, 128<<10, deadline, func() {}); err != nil {
+				errs <- err
+			}
+		})
+	}
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// TestAuditInflightFull builds biolatency with one in-flight slot
+// (-DINFLIGHT_SLOTS=1) and an overflow map of 2 entries instead of 10,240,
+// so that the requests in flight beyond 3 lose their start time and are
+// not timed, and runs it with its bundled config under 6 O_DIRECT writers
+// and 2 readers: every interval with 100 or more reads must read a
+// block_reads ratio below the alert's 0.98, from the second interval of
+// the load on.
+func TestAuditInflightFull(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(repoRoot, "programs", "biolatency.bpf.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const overflow = "__uint(max_entries, 10240);"
+	if strings.Count(string(src), overflow) != 1 {
+		t.Fatalf("programs/biolatency.bpf.c: want one %q (the overflow map's size)", overflow)
+	}
+	cfg := t.TempDir()
+	csrc := filepath.Join(cfg, "biolatency.bpf.c")
+	if err := os.WriteFile(csrc, []byte(strings.Replace(string(src), overflow, "__uint(max_entries, 2);", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clang := probeNeedTool(t, "BPF compiler", "clang-19")
+	args := append(append([]string{}, bpfCFlags...), "-I"+filepath.Join(repoRoot, "include"), "-DINFLIGHT_SLOTS=1", "-c", csrc, "-o", filepath.Join(cfg, "biolatency.bpf.o"))
+	if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+		t.Fatalf("compile %s: %v\n%s", csrc, err, out)
+	}
+	y, err := os.ReadFile(filepath.Join(repoRoot, "programs", "biolatency.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "biolatency.yaml"), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := ioTempDir(t)
+	e := Start(t, "--config.dir="+cfg, "--config.names=biolatency", "--audit.interval="+auditInterval.String())
+	waitUp(t, e, "biolatency")
+	seen := auditWatch(t, e, func() error { return auditBlockLoad(dir, 10*time.Second, 6, 2) })
+	var ratios []string
+	n := 0
+	for _, s := range seen {
+		if s.pair != "biolatency/block_reads" || s.kernel < 100 {
+			continue
+		}
+		n++
+		ratios = append(ratios, fmt.Sprintf("%.4f (%.0f/%.0f)", s.ratio(), s.ours, s.kernel))
+		if s.ratio() >= 0.98 {
+			t.Errorf("block_reads ratio %.4f (ours %.0f, kernel %.1f) with a full in-flight map: want below 0.98", s.ratio(), s.ours, s.kernel)
+		}
+	}
+	t.Logf("block_reads with a full in-flight map: %s", strings.Join(ratios, ", "))
+	if n < 2 {
+		t.Errorf("%d intervals with 100 reads or more, want 2 or more", n)
+	}
 }
 
 // auditCPULoad runs n shell loops that never sleep for d.
