@@ -214,13 +214,15 @@ func addAudit(rows []row, states []collector.State, audits map[string][]AuditSta
 			continue
 		}
 		rows[i].Audited = true
+		var idle []string // sources without kernel events, shown once
 		for _, a := range as {
 			c := auditCell{Source: collector.LabelValue(a.Source)}
 			switch {
 			case a.Err != "":
 				c.Text, c.Class = "not compared: "+collector.LabelValue(a.Err), "mark"
 			case !a.HasRatio:
-				c.Text = "no kernel events"
+				idle = append(idle, c.Source)
+				continue
 			default:
 				c.Text = strconv.FormatFloat(a.Ratio, 'f', 3, 64)
 				if !a.InBand {
@@ -228,6 +230,9 @@ func addAudit(rows []row, states []collector.State, audits map[string][]AuditSta
 				}
 			}
 			rows[i].Audit = append(rows[i].Audit, c)
+		}
+		if len(idle) > 0 {
+			rows[i].Audit = append(rows[i].Audit, auditCell{Source: strings.Join(idle, ", "), Text: "no kernel events"})
 		}
 	}
 }

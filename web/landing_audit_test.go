@@ -10,8 +10,9 @@ import (
 )
 
 // TestLandingAudit checks each config's audit on the landing page: the
-// ratio in the band plain, out of it or not compared marked, no kernel
-// events said so, nothing for a config without an audit section.
+// ratio in the band plain, out of it or not compared marked, the sources
+// without kernel events said so once, nothing for a config without an
+// audit section.
 func TestLandingAudit(t *testing.T) {
 	status := &collector.Status{}
 	for _, n := range []string{"biolatency", "softirq", "timers", "runqlat"} {
@@ -19,13 +20,13 @@ func TestLandingAudit(t *testing.T) {
 	}
 	page := landingPage(t, status, Options{Audit: func() map[string][]AuditState {
 		return map[string][]AuditState{
-			"biolatency": {{Source: "block_flushes", HasRatio: true, Ratio: 0.9991, InBand: true}, {Source: "block_reads"}},
+			"biolatency": {{Source: "block_discards"}, {Source: "block_flushes", HasRatio: true, Ratio: 0.9991, InBand: true}, {Source: "block_reads"}},
 			"softirq":    {{Source: "softirqs_net_rx", HasRatio: true, Ratio: 0.5}},
 			"runqlat":    {{Source: "schedstat_switch_ins", Err: "/proc/schedstat: no such file or directory"}},
 		}
 	}}, nil)
 	for name, want := range map[string]string{
-		"biolatency": `audit: block_flushes <span class="">0.999</span> block_reads <span class="">no kernel events</span>`,
+		"biolatency": `audit: block_flushes <span class="">0.999</span> block_discards, block_reads <span class="">no kernel events</span>`,
 		"softirq":    `audit: softirqs_net_rx <span class="mark">0.500</span>`,
 		"runqlat":    `audit: schedstat_switch_ins <span class="mark">not compared: /proc/schedstat: no such file or directory</span>`,
 	} {
