@@ -332,7 +332,7 @@ func TestAuditInflightFull(t *testing.T) {
 	dir := ioTempDir(t)
 	e := Start(t, "--config.dir="+cfg, "--config.names=biolatency", "--audit.interval="+auditInterval.String())
 	waitUp(t, e, "biolatency")
-	seen := auditWatch(t, e, func() error { return auditBlockLoad(dir, 10*time.Second, 6, 2) })
+	seen := auditWatch(t, e, func() error { return auditBlockLoad(dir, 14*time.Second, 6, 2) })
 	var ratios []string
 	n := 0
 	for _, s := range seen {
