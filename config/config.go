@@ -88,6 +88,9 @@ type Config struct {
 	Alternatives []Alternative     `yaml:"alternatives"`
 	Requires     Requires          `yaml:"requires"`
 	AttachTo     map[string]string `yaml:"attach_to"`
+	// Audit names kernel counters to compare metrics with (see audit.go
+	// and package audit).
+	Audit []Audit `yaml:"audit"`
 
 	root *yaml.Node
 	// btfBudget bounds the decoder settings of every label inferred from
@@ -539,7 +542,7 @@ func article(noun string) string {
 }
 
 // topKeys are the keys a config may have at its top level.
-var topKeys = []string{"alternatives", "attach_to", "cgroup_id_map", "kaddrs", "metrics", "namespace", "perf_events", "requires", "tracing", "uprobes", "usdt"}
+var topKeys = []string{"alternatives", "attach_to", "audit", "cgroup_id_map", "kaddrs", "metrics", "namespace", "perf_events", "requires", "tracing", "uprobes", "usdt"}
 
 // unknownTopKey describes an unknown key at the top level of a config. The
 // first key of a file that is not a config (a config name pointing at a
@@ -573,6 +576,8 @@ func typeNoun(goType string) string {
 		return "label"
 	case "Decoder":
 		return "decoder"
+	case "Audit":
+		return "audit entry"
 	}
 	if n, ok := probeTypeNouns[goType]; ok {
 		return n

@@ -42,7 +42,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key", strings.Replace(goodCounter, "size: 8", "sise: 8", 1),
 			`bad.yaml:7: unknown key "sise" in label (did you mean "size"?)`},
 		{"unknown top-level key", "programs: []\n" + goodCounter,
-			`bad.yaml:1: unknown key of 8 bytes at the top level: not a config? (known keys: alternatives, attach_to, cgroup_id_map, kaddrs, metrics, namespace, perf_events, requires, tracing, uprobes, usdt)`},
+			`bad.yaml:1: unknown key of 8 bytes at the top level: not a config? (known keys: alternatives, attach_to, audit, cgroup_id_map, kaddrs, metrics, namespace, perf_events, requires, tracing, uprobes, usdt)`},
 		{"wrong type", strings.Replace(goodCounter, "size: 8", "size: eight", 1),
 			"bad.yaml:7: wrong type: got string \"eight\", want an integer"},
 		{"labels not a list", "metrics:\n  counters:\n    - name: a\n      help: b\n      labels: 5\n",

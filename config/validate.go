@@ -149,7 +149,7 @@ func (c *Config) validate() error {
 	if _, err := c.CgroupIDMap(); err != nil {
 		return err
 	}
-	return nil
+	return c.validateAudit()
 }
 
 func (c *Config) checkMaxSeries(path string, v int) error {

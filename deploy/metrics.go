@@ -32,6 +32,8 @@ var SelfMetrics = []string{
 	"kernel_exporter_map_update_errors_total",
 	"kernel_exporter_series_overflow_entries_total",
 	"kernel_exporter_scrape_duration_seconds",
+	"kernel_exporter_audit_ratio",
+	"kernel_exporter_audit_events_total",
 }
 
 // ProgramMetrics maps every series name a bundled program exports to the

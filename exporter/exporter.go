@@ -360,7 +360,7 @@ func (e *Exporter) run(ctx context.Context, i int, st *collector.State, src Sour
 		return
 	}
 	// ttl metrics expire without scrapes
-	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names, stop: withSpans(c.StartExpiry(), sr)}
+	e.live[res.Name] = liveConfig{obj: obj, c: c, names: names, stop: withSpans(c.StartExpiry(), sr), audit: p.cfg.Audit, ns: p.cfg.MetricName}
 	res.Up = true
 	res.Collector = c
 	e.Status.Update(st, func(cur *collector.State) { *cur = res })
@@ -708,6 +708,9 @@ type liveConfig struct {
 	names    []string
 	detached bool   // by Detach, until Reattach
 	stop     func() // ends its background expiry reads
+	// audit is the config's audit section, ns its MetricName.
+	audit []config.Audit
+	ns    func(string) string
 }
 
 // Detach takes a config that is up down for reason, having gone over the

@@ -273,7 +273,7 @@ func (e *Exporter) reloadOne(i int, src Source, reloaded map[string]bool) Reload
 		return res
 	}
 	stop := withSpans(c.StartExpiry(), sr)
-	e.live[src.Name] = liveConfig{obj: obj, c: c, names: names, stop: stop}
+	e.live[src.Name] = liveConfig{obj: obj, c: c, names: names, stop: stop, audit: p.cfg.Audit, ns: p.cfg.MetricName}
 	e.digests[src.Name] = dg
 	e.names[src.Name] = names
 	next.Up, next.Collector = true, c

@@ -104,7 +104,7 @@ func TestDeployExprsReturnData(t *testing.T) {
 
 	ioDir := ioTempDir(t)
 	dns := deployCgroupAndDNS(t)
-	e := Start(t, "--programs=all")
+	e := Start(t, "--programs=all", "--audit.interval=2s")
 	base := startPrometheusRules(t, strings.TrimPrefix(e.URL, "http://"), ruleFiles)
 	native := startPrometheus(t, strings.TrimPrefix(e.URL, "http://"), "--enable-feature=native-histograms")
 	// connect() failing with EADDRNOTAVAIL (port_exhaustion), once: port

@@ -62,7 +62,7 @@ func TestLoaderHints(t *testing.T) {
 	}{{
 		name: "no_license", define: "NO_LICENSE",
 		want: []string{
-			"ok    no_license (Y): 1 programs attached",
+			"ok    no_license (Y): 1 program attached",
 			"warn  no_license (Y): object O has no license section, so the kernel will refuse its calls to GPL-only helpers (it calls none now, but " +
 				"bpf_probe_read_kernel, bpf_probe_read_user and their _str forms, bpf_get_current_task, bpf_perf_event_output, bpf_get_stack, bpf_get_stackid, bpf_printk (bpf_trace_printk) would be refused)" + fix,
 		},

@@ -77,7 +77,7 @@ func TestKeyLabelsBTF(t *testing.T) {
 		t.Errorf("--config.check exited %d, want 1\n%s%s", code, out, errOut)
 	}
 	want := []string{
-		"ok    klgood (" + filepath.Join(dir, "klgood.yaml") + "): 1 programs attached",
+		"ok    klgood (" + filepath.Join(dir, "klgood.yaml") + "): 1 program attached",
 		"FAIL  klswap (" + filepath.Join(dir, "klswap.yaml") + "): " + reasons["klswap"],
 		"FAIL  klsize (" + filepath.Join(dir, "klsize.yaml") + "): " + reasons["klsize"],
 	}

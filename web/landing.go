@@ -15,9 +15,11 @@
 // ns per event (runTimes) and BPF time, a link to its heatmaps on the live
 // page (/ui/#<config>), and notes: the marks (over its series limit, maps
 // nearly full, over its budget, spans that go nowhere, programs that ran 0
-// times in the CPU budget's last window: Options.IdlePrograms), where its spans go,
-// the alternatives chosen, and the reason a config is down, folded and
-// shown once. It is plain HTML and CSS
+// times in the CPU budget's last window: Options.IdlePrograms), where its
+// spans go, its self-audit (each kernel counter's ratio of the last
+// interval, marked outside [0.98, 1.02]: Options.Audit, package audit), the
+// alternatives chosen, and the reason a config is down, folded and shown
+// once. It is plain HTML and CSS
 // (html/template: every text escaped, made valid UTF-8 first), no script.
 package web
 
@@ -72,6 +74,9 @@ func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := buildPage(states, l.runs.update(states), rates, window, end, l.now())
 	if l.opts.IdlePrograms != nil && !end.IsZero() {
 		markIdle(p.Rows, states, l.opts.IdlePrograms(), window, end, l.now())
+	}
+	if l.opts.Audit != nil {
+		addAudit(p.Rows, states, l.opts.Audit())
 	}
 	p.Metrics, p.Version, p.UI = l.opts.MetricsPath, l.opts.Version, ui.Path
 	if l.opts.HostBPF != nil {
@@ -184,6 +189,10 @@ type row struct {
 	// Idle lists the programs that ran 0 times in the last measuring
 	// window, IdleWhen the window ("" when none or not measured).
 	Idle, IdleWhen string
+	// Audit is the config's audit, one entry per kernel counter; Audited
+	// is whether the audit is on and the config has an audit section.
+	Audit   []auditCell
+	Audited bool
 }
 
 // markIdle notes, on the rows of the configs up (rows[i] is states[i]),
@@ -196,6 +205,56 @@ func markIdle(rows []row, states []collector.State, idle map[string][]string, wi
 		}
 		rows[i].Idle = collector.LabelValue(strings.Join(idle[st.Name], ", "))
 		rows[i].IdleWhen = "in the last " + window.Round(10*time.Millisecond).String() + " window, " + ago(now.Sub(end))
+	}
+}
+
+// AuditState is one audited pair of a config as the landing page shows
+// it (package audit's State): the kernel counter (source), the ratio of
+// our events to the kernel's in the last interval when HasRatio, whether
+// it is in the band the alert allows, and why the last interval was not
+// compared ("" when it was).
+type AuditState struct {
+	Source   string
+	Ratio    float64
+	HasRatio bool
+	InBand   bool
+	Err      string
+}
+
+// auditCell is an AuditState as shown: Class "" in the band, "mark"
+// outside it or on an error.
+type auditCell struct {
+	Source, Text, Class string
+}
+
+// addAudit sets the audit cells of rows (one per state, in order).
+func addAudit(rows []row, states []collector.State, audits map[string][]AuditState) {
+	for i, st := range states {
+		as, ok := audits[st.Name]
+		if !ok || i >= len(rows) {
+			continue
+		}
+		rows[i].Audited = true
+		var idle []string // sources without kernel events, shown once
+		for _, a := range as {
+			c := auditCell{Source: collector.LabelValue(a.Source)}
+			switch {
+			case a.Err != "":
+				c.Text, c.Class = "not compared: "+collector.LabelValue(a.Err), "mark"
+			case !a.HasRatio:
+				idle = append(idle, c.Source)
+				continue
+			default:
+				c.Text = strconv.FormatFloat(a.Ratio, 'f', 3, 64)
+				if !a.InBand {
+					c.Class = "mark"
+				}
+			}
+			rows[i].Audit = append(rows[i].Audit, c)
+		}
+		if len(idle) > 0 {
+			rows[i].Audit = append(rows[i].Audit, auditCell{Source: strings.Join(idle, ", "), Text: "no kernel events"})
+		}
 	}
 }
 

@@ -132,6 +132,9 @@ type Options struct {
 	// (the host BPF collector's Summary of its top five programs); nil:
 	// not shown.
 	HostBPF func() bpfstats.Summary
+	// Audit gives the landing page each config's audit (package audit),
+	// by config; nil: the audit is off.
+	Audit func() map[string][]AuditState
 	// Reload reloads the configs (exporter.Exporter.Reload), run by
 	// POST /-/reload when EnableLifecycle (--web.enable-lifecycle) is
 	// set; otherwise that path answers 403. Loaded also decides

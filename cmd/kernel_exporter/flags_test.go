@@ -115,6 +115,10 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--collector.bpf.max-maps=16385", "--collector.bpf.max-maps 16385: must be 1 to 16384")
 	add("serve", "--collector.bpf=no", "--collector.bpf=no: a switch takes no value (give --collector.bpf or --no-collector.bpf)")
 	add("dump", "--collector.bpf", "--collector.bpf applies to serve, not dump")
+	add("serve", "--audit.interval=50ms", "--audit.interval 50ms: must be 100ms to 1h0m0s")
+	add("serve", "--audit.interval=2h", "--audit.interval 2h0m0s: must be 100ms to 1h0m0s")
+	add("serve", "--audit=no", "--audit=no: a switch takes no value (give --audit or --no-audit)")
+	add("dump", "--audit.interval=1s", "--audit.interval applies to serve, not dump")
 	cases = append(cases,
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--otlp.metrics.interval=1ms"}, "--otlp.metrics.interval 1ms: must be"},
 		tc{[]string{"--programs=timers", "--otlp.profiles", "--otlp.profiles.interval=1ms"}, "--otlp.profiles.interval 1ms: must be"},
@@ -270,6 +274,8 @@ func TestGoodFlags(t *testing.T) {
 		{"top", "syscalls"},
 		{"top", "bpf", "--interval=2s", "--count=3"},
 		{"--no-collector.bpf"},
+		{"--no-audit"},
+		{"--audit.interval=2s"},
 		{"--collector.bpf.ttl=1s", "--collector.bpf.max-programs=1", "--collector.bpf.max-maps=16384", "--bpf.cpu-budget=0"},
 		{"--programs=all"},
 		{"--programs=all,exec_trace"},

@@ -59,7 +59,8 @@ type serveFlags struct {
 	// otlpSet: --otlp.metrics.interval or .timeout was given.
 	otlpSet [2]bool
 
-	bpf *bpfFlags
+	bpf   *bpfFlags
+	audit *auditFlags
 
 	cpuBudget  float64
 	cpuBackoff time.Duration
@@ -76,6 +77,7 @@ func serveCommand(app *kingpin.Application) *command {
 	c.Flag("config.check", "Load and attach every config, print a report, and exit (non-zero if any failed).").BoolVar(&f.check)
 	c.Flag("verbose", "With --config.check: also print each metric's key layout, label by label (name, byte offset, size, decoders), saying which labels were inferred from the BTF of the map's key.").BoolVar(&f.verbose)
 	f.bpf = addBPFFlags(c)
+	f.audit = addAuditFlags(c)
 	c.Flag("bpf.cpu-budget", "BPF run time one config's programs may use, in CPU seconds per second summed over CPUs (0.05: 5% of one core); a config over it for a whole measuring window is detached. 0 turns it off.").Default(strconv.FormatFloat(budget.DefaultCPUBudget, 'g', -1, 64)).Float64Var(&f.cpuBudget)
 	c.Flag("bpf.budget-backoff", "Wait before a config detached over its CPU budget is attached again; doubled at every new trip, up to 1h.").Default(budget.DefaultBackoff.String()).DurationVar(&f.cpuBackoff)
 	c.Flag("bpf.budget-period", "CPU budget: one measuring window every this long.").Default(budget.DefaultPeriod.String()).Hidden().DurationVar(&f.cpuPeriod)
@@ -187,6 +189,9 @@ func (f *serveFlags) checkFlags() error {
 	if err := f.bpf.check(); err != nil {
 		return err
 	}
+	if err := f.audit.check(); err != nil {
+		return err
+	}
 	return web.CheckConfigFile(*f.web.WebConfigFile)
 }
 
@@ -266,11 +271,12 @@ func (f *serveFlags) run(e *env) int {
 	}
 	f.load.keep |= otlpCaps
 	cpu := budget.NewCPU(cpuOpts, cpuTarget)
+	auditStates := f.audit.start(ctx, exp, log)
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, f.web, web.Options{Handlers: profRoutes,
 		MetricsPath: f.metricsPath, MaxRequests: f.maxRequests, MaxConnections: f.maxConns,
 		MaxConnectionsPerAddress: f.maxPerAddr, MaxHeaderBytes: f.maxHeader,
 		EnablePprof: f.enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
-		CPURates: cpu.LastRates, IdlePrograms: cpu.LastIdle, HostBPF: hostBPF.Top5(), EnableLifecycle: f.lifecycle,
+		CPURates: cpu.LastRates, IdlePrograms: cpu.LastIdle, HostBPF: hostBPF.Top5(), Audit: auditStates, EnableLifecycle: f.lifecycle,
 		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },
 	})
 	if err != nil {
