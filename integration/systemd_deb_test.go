@@ -259,9 +259,7 @@ func bootNspawn(t *testing.T, tree, dist string) *nspawn {
 		default:
 		}
 		if c.init == 0 {
-			if kids := proctest.Children(c.cmd.Process.Pid); len(kids) == 1 {
-				c.init = kids[0]
-			}
+			c.init = containerInit(c.cmd.Process.Pid)
 		}
 		if c.init != 0 {
 			out, _ := c.run("systemctl", "is-system-running")
@@ -281,6 +279,29 @@ func bootNspawn(t *testing.T, tree, dist string) *nspawn {
 	}
 	t.Logf("container booted (systemd %s, host pid %d) in %v", state, c.init, time.Since(start).Round(100*time.Millisecond))
 	return c
+}
+
+// containerInit returns the host pid of the container's PID 1 among the
+// descendants of nspawn's pid (nspawn forks an outer child that may still
+// be copying the --ephemeral tree, which then starts the container's init
+// in a new PID namespace and exits), or 0 while there is none yet.
+func containerInit(nspawn int) int {
+	queue := proctest.Children(nspawn)
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(strings.TrimPrefix(l, "NSpid:")); strings.HasPrefix(l, "NSpid:") && len(f) == 2 && f[1] == "1" {
+				return pid
+			}
+		}
+		queue = append(queue, proctest.Children(pid)...)
+	}
+	return 0
 }
 
 // run runs argv in the container (its mount, UTS, IPC, PID and cgroup
