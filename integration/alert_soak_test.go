@@ -25,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/kernel-exporter/kernel_exporter/deploy"
+	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
 // alertSoakDuration is how long TestAlertSoak lets Prometheus scrape and
@@ -166,8 +167,8 @@ rule_files:
 		}
 	}
 	ups, err := promSamples(prom, fmt.Sprintf(`min_over_time(kernel_exporter_config_up{job="default"}%s)`, rng))
-	if err != nil || len(ups) != 3 {
-		t.Errorf("kernel_exporter_config_up of job default: %v (%v), want the 3 default programs", ups, err)
+	if err != nil || len(ups) != len(programs.Default) {
+		t.Errorf("kernel_exporter_config_up of job default: %v (%v), want the default programs %v", ups, err, programs.Default)
 	}
 	for _, s := range ups {
 		if s.Value != 1 {
