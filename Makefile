@@ -174,13 +174,18 @@ check: bpf-check fmt-check vet
 # The whole suite: unit and integration tests on this kernel, every fuzz
 # target for FUZZ_TIME, then the kernel matrix (Debian's 5.10 and 6.1
 # kernels under QEMU). tools/heartbeat.sh prints a line whenever a phase has been silent
-# for 30 s.
+# for 30 s. Beside fuzz and the kernel matrix, tools/alert-soak.sh runs
+# integration's TestAlertSoak in the background (a real Prometheus
+# evaluating deploy/prometheus's rules for KE_ALERT_SOAK_DURATION, 20m),
+# whose output is printed at the end; it is stopped however the phases end.
 FUZZ_TIME ?= 20s
 
 test: test-deps check
 	tools/heartbeat.sh env CGO_ENABLED=0 $(GO) test -count=1 -timeout 40m ./...
-	$(MAKE) --no-print-directory fuzz
-	$(MAKE) --no-print-directory test-kernels
+	@GO=$(GO) tools/alert-soak.sh start && trap 'GO=$(GO) tools/alert-soak.sh stop' EXIT && trap 'exit 130' INT TERM HUP && \
+	$(MAKE) --no-print-directory fuzz && \
+	$(MAKE) --no-print-directory test-kernels && \
+	GO=$(GO) tools/alert-soak.sh wait
 
 # Every Go fuzz target (func FuzzXxx) for FUZZ_TIME each; see tools/fuzz.sh.
 fuzz:

@@ -9,7 +9,8 @@ package collector
 // object, except the internal maps of global data (.rodata, .data, .bss,
 // .kconfig and their suffixed forms: every name starting with "."):
 //
-//	kernel_exporter_map_entries{config,map}       entries at the last read
+//	kernel_exporter_map_info{config,map,type}     1; type as in BPF_MAP_TYPE_*, lower case
+//	kernel_exporter_map_entries{config,map}       entries at the last read (hash-like maps)
 //	kernel_exporter_map_max_entries{config,map}   the map's max_entries
 //	kernel_exporter_map_memory_bytes{config,map}  'memlock:' of the map's fdinfo
 //	                                              (read at load, and at each read for
@@ -18,7 +19,9 @@ package collector
 //
 // Entries cost no extra pass over a map that a metric reads: the metric's
 // read counts them (the first metric reading a map, when several do). An
-// array has max_entries entries and is never read for it. A hash-like map
+// array gets no entries series: every one of its max_entries entries
+// exists from creation, and it never refuses or evicts a key, so entries
+// against max_entries would say nothing about it. A hash-like map
 // that no metric reads (start times, say) is counted at each read of the
 // config with batch lookups (BPF_MAP_LOOKUP_BATCH, 5.6+; else one
 // BPF_MAP_GET_NEXT_KEY per key), stopping at max_entries. Map types that
@@ -28,6 +31,12 @@ package collector
 //
 // A hash-like map at 90% of max_entries or more is logged once at WARN
 // (per config and map) and listed by Config.FullMaps for the landing page.
+// What fullness means depends on the type, which the info series gives:
+// a full hash, per-CPU hash, LPM trie, stack trace map... refuses new keys
+// (E2BIG, ENOSPC: the events are lost), a full LRU hash evicts its least
+// recently used entries to make room (the kernel counts no evictions; with
+// per-CPU free lists they can start a little below max_entries). The
+// shipped rules (deploy/prometheus) alert on the two separately.
 //
 // Update errors come from the per-CPU hash ke_map_update_errors that
 // include/kernel_exporter/maps.bpf.h adds to every object including it:
@@ -63,8 +72,10 @@ const UpdateErrorsMap = "ke_map_update_errors"
 const FullPercent = 90
 
 var (
+	mapInfoDesc = prometheus.NewDesc(selfNamespace+"_map_info",
+		"A BPF map of the config, always 1; type is the map's BPF_MAP_TYPE_* in lower case without the prefix (hash, lru_hash, array...). The internal .rodata/.data/.bss/.kconfig maps are left out.", []string{"config", "map", "type"}, nil)
 	mapEntriesDesc = prometheus.NewDesc(selfNamespace+"_map_entries",
-		"Entries in a BPF map of the config at its last read (arrays: max_entries). Maps are named as in the object; the internal .rodata/.data/.bss/.kconfig maps are left out, as are map types user space cannot iterate (local storage, ring buffers, queues...).", []string{"config", "map"}, nil)
+		"Entries in a hash-like BPF map of the config at its last read (hash, LRU hash, LPM trie, stack trace...). Maps are named as in the object; arrays, whose entries all exist from creation, are left out, as are the internal .rodata/.data/.bss/.kconfig maps and map types user space cannot iterate (local storage, ring buffers, queues...).", []string{"config", "map"}, nil)
 	mapMaxEntriesDesc = prometheus.NewDesc(selfNamespace+"_map_max_entries",
 		"max_entries of a BPF map of the config (ring buffers: size in bytes). The internal .rodata/.data/.bss/.kconfig maps are left out.", []string{"config", "map"}, nil)
 	mapMemoryDesc = prometheus.NewDesc(selfNamespace+"_map_memory_bytes",
@@ -74,14 +85,14 @@ var (
 )
 
 // mapHealthDescs are the descriptors of the map health metrics.
-var mapHealthDescs = []*prometheus.Desc{mapEntriesDesc, mapMaxEntriesDesc, mapMemoryDesc, mapUpdateErrorsDesc}
+var mapHealthDescs = []*prometheus.Desc{mapInfoDesc, mapEntriesDesc, mapMaxEntriesDesc, mapMemoryDesc, mapUpdateErrorsDesc}
 
 // mapKind is how the entries of a map type are known.
 type mapKind int
 
 const (
 	kindOpaque mapKind = iota // not iterable from user space: no entries
-	kindArray                 // always max_entries entries
+	kindArray                 // always max_entries entries: no entries series
 	kindHash                  // counted; can fill up
 )
 
@@ -97,11 +108,41 @@ func kindOf(t ebpf.MapType) mapKind {
 	return kindOpaque
 }
 
+// mapKernelNames are the kernel's names of the map types (enum
+// bpf_map_type without BPF_MAP_TYPE_, lower case, as bpftool prints them).
+var mapKernelNames = map[ebpf.MapType]string{
+	ebpf.Hash: "hash", ebpf.Array: "array", ebpf.ProgramArray: "prog_array",
+	ebpf.PerfEventArray: "perf_event_array", ebpf.PerCPUHash: "percpu_hash",
+	ebpf.PerCPUArray: "percpu_array", ebpf.StackTrace: "stack_trace",
+	ebpf.CGroupArray: "cgroup_array", ebpf.LRUHash: "lru_hash",
+	ebpf.LRUCPUHash: "lru_percpu_hash", ebpf.LPMTrie: "lpm_trie",
+	ebpf.ArrayOfMaps: "array_of_maps", ebpf.HashOfMaps: "hash_of_maps",
+	ebpf.DevMap: "devmap", ebpf.SockMap: "sockmap", ebpf.CPUMap: "cpumap",
+	ebpf.XSKMap: "xskmap", ebpf.SockHash: "sockhash",
+	ebpf.CGroupStorage: "cgroup_storage", ebpf.ReusePortSockArray: "reuseport_sockarray",
+	ebpf.PerCPUCGroupStorage: "percpu_cgroup_storage", ebpf.Queue: "queue",
+	ebpf.Stack: "stack", ebpf.SkStorage: "sk_storage", ebpf.DevMapHash: "devmap_hash",
+	ebpf.StructOpsMap: "struct_ops", ebpf.RingBuf: "ringbuf",
+	ebpf.InodeStorage: "inode_storage", ebpf.TaskStorage: "task_storage",
+	ebpf.BloomFilter: "bloom_filter", ebpf.UserRingbuf: "user_ringbuf",
+	ebpf.CgroupStorage: "cgrp_storage",
+}
+
+// mapKernelName is the kernel's name of map type t; a type this table
+// does not know is named by its number ("type_42").
+func mapKernelName(t ebpf.MapType) string {
+	if n, ok := mapKernelNames[t]; ok {
+		return n
+	}
+	return "type_" + strconv.FormatUint(uint64(t), 10)
+}
+
 // mapHealth is the health state of one map of a config.
 type mapHealth struct {
 	name   string
 	m      *ebpf.Map
 	kind   mapKind
+	typ    string // BPF_MAP_TYPE_* in lower case, without the prefix
 	max    uint32
 	id     ebpf.MapID // 0: unknown
 	readBy int        // index of the first metric that reads the map, -1: none
@@ -141,7 +182,7 @@ func newMapHealth(coll *ebpf.Collection, metrics []*metric) ([]*mapHealth, *mapR
 	hs := make([]*mapHealth, 0, len(names))
 	for _, name := range names {
 		m := coll.Maps[name]
-		h := &mapHealth{name: LabelValue(name), m: m, kind: kindOf(m.Type()), max: m.MaxEntries(), readBy: -1}
+		h := &mapHealth{name: LabelValue(name), m: m, kind: kindOf(m.Type()), typ: mapKernelName(m.Type()), max: m.MaxEntries(), readBy: -1}
 		h.dynamic = m.Flags()&unix.BPF_F_NO_PREALLOC != 0 || m.Type() == ebpf.LPMTrie
 		if info, err := m.Info(); err == nil {
 			h.id, _ = info.ID()
@@ -153,9 +194,6 @@ func newMapHealth(coll *ebpf.Collection, metrics []*metric) ([]*mapHealth, *mapR
 			}
 		}
 		h.entries.Store(-1)
-		if h.kind == kindArray {
-			h.entries.Store(int64(h.max))
-		}
 		if mem, err := MapMemlock(m); err == nil {
 			h.memory.Store(mem)
 		}
@@ -239,7 +277,8 @@ func (c *Config) readUpdateErrors() {
 // collectMapHealth sends the map health metrics of the config.
 func (c *Config) collectMapHealth(ch chan<- prometheus.Metric) {
 	for _, h := range c.maps {
-		if n := h.entries.Load(); n >= 0 && h.kind != kindOpaque {
+		ch <- prometheus.MustNewConstMetric(mapInfoDesc, prometheus.GaugeValue, 1, c.name, h.name, h.typ)
+		if n := h.entries.Load(); n >= 0 && h.kind == kindHash {
 			ch <- prometheus.MustNewConstMetric(mapEntriesDesc, prometheus.GaugeValue, float64(n), c.name, h.name)
 		}
 		ch <- prometheus.MustNewConstMetric(mapMaxEntriesDesc, prometheus.GaugeValue, float64(h.max), c.name, h.name)

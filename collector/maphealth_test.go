@@ -57,9 +57,11 @@ const opsYAML = `metrics:
 
 // TestMapHealth checks entries, max_entries and memory of a hash map a
 // metric reads (counted by that read, not by a pass of its own), of an
-// array, of hash maps no metric reads (counted by batch lookups and by
-// keys), of a ring buffer (no entries) and that internal maps are left out;
-// and that a map at 90% is logged once and listed by FullMaps.
+// array (no entries series: it never fills), of hash maps no metric reads
+// (counted by batch lookups and by keys), of an LRU hash, of a ring buffer
+// (no entries), the type of each in kernel_exporter_map_info, and that
+// internal maps are left out; and that a map at 90% is logged once and
+// listed by FullMaps.
 func TestMapHealth(t *testing.T) {
 	c, maps := fixture(t, opsYAML,
 		&ebpf.MapSpec{Name: "ops_total", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 100},
@@ -67,6 +69,7 @@ func TestMapHealth(t *testing.T) {
 		&ebpf.MapSpec{Name: "starts", Type: ebpf.Hash, KeySize: 8, ValueSize: 16, MaxEntries: 1000, Flags: unix.BPF_F_NO_PREALLOC}, // memory grows with entries (6.4+)
 		&ebpf.MapSpec{Name: "pcpu_starts", Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 12, MaxEntries: 50},
 		&ebpf.MapSpec{Name: "events", Type: ebpf.RingBuf, MaxEntries: 4096},
+		&ebpf.MapSpec{Name: "lru", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 64},
 		&ebpf.MapSpec{Name: ".rodata", Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1},
 	)
 	for i := uint32(0); i < 95; i++ {
@@ -76,6 +79,9 @@ func TestMapHealth(t *testing.T) {
 		if err := maps["starts"].Put(u64(i), make([]byte, 16)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for i := uint32(0); i < 5; i++ {
+		put(t, maps["lru"], key(i), 1)
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -94,17 +100,35 @@ func TestMapHealth(t *testing.T) {
 
 	mfs := collect(t, c) // two reads
 	want := []struct {
-		name             string
+		name, typ        string
 		entries, max     float64
 		hasEntries, full bool
 	}{
-		{"ops_total", 95, 100, true, true},
-		{"slots", 37, 37, true, false},
-		{"starts", 321, 1000, true, false},
-		{"pcpu_starts", 7, 50, true, false},
-		{"events", 0, 4096, false, false},
+		{"ops_total", "hash", 95, 100, true, true},
+		{"slots", "percpu_array", 0, 37, false, false},
+		{"starts", "hash", 321, 1000, true, false},
+		{"pcpu_starts", "percpu_hash", 7, 50, true, false},
+		{"events", "ringbuf", 0, 4096, false, false},
+		{"lru", "lru_hash", 5, 64, true, false},
+	}
+	infos := map[string]string{}
+	for _, m := range mfs["kernel_exporter_map_info"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if m.GetGauge().GetValue() != 1 {
+			t.Errorf("map_info %v = %v, want 1", l, m.GetGauge().GetValue())
+		}
+		infos[l["map"]] = l["type"]
+	}
+	if len(infos) != len(want) {
+		t.Errorf("map_info series for %v, want one per map of %d", infos, len(want))
 	}
 	for _, w := range want {
+		if infos[w.name] != w.typ {
+			t.Errorf("%s: map_info type = %q, want %q", w.name, infos[w.name], w.typ)
+		}
 		got, ok := mapSeries(mfs, "kernel_exporter_map_entries", w.name)
 		if ok != w.hasEntries || got != w.entries {
 			t.Errorf("%s: entries = %v (series %v), want %v (series %v)", w.name, got, ok, w.entries, w.hasEntries)

@@ -27,6 +27,7 @@ var SelfMetrics = []string{
 	"kernel_exporter_config_up",
 	"kernel_exporter_config_loading",
 	"kernel_exporter_budget_exceeded_total",
+	"kernel_exporter_map_info",
 	"kernel_exporter_map_entries",
 	"kernel_exporter_map_max_entries",
 	"kernel_exporter_map_update_errors_total",

@@ -39,10 +39,6 @@ func startPrometheus(t *testing.T, target string, flags ...string) string {
 // that the server loads and evaluates every second.
 func startPrometheusRules(t *testing.T, target string, ruleFiles []string, flags ...string) string {
 	t.Helper()
-	if _, err := os.Stat(prometheusBinary); err != nil {
-		testenv.SkipOrFail(t, "%s missing (install the prometheus package): %v", prometheusBinary, err)
-	}
-	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -58,6 +54,18 @@ scrape_configs:
 			cfg += fmt.Sprintf("  - %q\n", f)
 		}
 	}
+	return startPrometheusConfig(t, cfg, flags...)
+}
+
+// startPrometheusConfig runs a Prometheus server with the configuration
+// cfg (prometheus.yml's text) and flags added to its command line, waits
+// until it is ready and returns its base URL. It is killed at test cleanup.
+func startPrometheusConfig(t *testing.T, cfg string, flags ...string) string {
+	t.Helper()
+	if _, err := os.Stat(prometheusBinary); err != nil {
+		testenv.SkipOrFail(t, "%s missing (install the prometheus package): %v", prometheusBinary, err)
+	}
+	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
