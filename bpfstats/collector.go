@@ -60,6 +60,13 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (nil: time.Now), for tests.
 	Now func() time.Time
+	// StatsOn: this process keeps run-time statistics on for its whole
+	// life (--bpf.stats), so every interval between two listings was
+	// counted in full.
+	StatsOn bool
+	// SysctlOn reports whether kernel.bpf_stats_enabled is 1 (nil: read
+	// /proc/sys/kernel/bpf_stats_enabled), for tests.
+	SysctlOn func() bool
 	// FirstListed, when set, is called once, at the end of the first
 	// scrape or measuring window that listed: the serving process gives
 	// back there what that one-off work (taking in a first listing,
@@ -96,6 +103,15 @@ type Collector struct {
 	winEnd   time.Time
 	winRatio float64
 	winCPU   float64 // CPU s/s of every program in it
+	// winBase is when the window in progress listed its base.
+	winBase time.Time
+	// Exact intervals (see exact.go): statistics were on at the last
+	// listing (lastOn); the run of exact intervals in progress started
+	// at exactFrom (zero: the last interval was not exact); the last
+	// exact interval ended at exactUntil.
+	lastOn, exactNow      bool
+	listedPrev            time.Time // the last listing (zero: none)
+	exactFrom, exactUntil time.Time
 }
 
 // slots are the programs (or maps) served one by one, at most max: an
@@ -188,8 +204,17 @@ type progState struct {
 		ok            bool
 		runTime, runs uint64
 	}
-	// runTime (seconds) and runs are the scaled sums over windows.
+	// last holds the raw statistics at the last listing; ok is false
+	// when the program was not listed then.
+	last struct {
+		ok            bool
+		runTime, runs uint64
+	}
+	// runTime (seconds) and runs are what is served: the kernel's counts
+	// over exact intervals, plus the scaled counts of sampled windows.
 	runTime, runs float64
+	// counted: listed once at least (its counters started).
+	counted bool
 	// rate is the CPU s/s of its last window, perRun the ns per run.
 	rate, perRun float64
 	series       progSeries
@@ -264,7 +289,9 @@ func (c *Collector) list(ctx context.Context) *Listing {
 		return nil
 	}
 	c.listTook = now.Sub(t0)
+	on := c.statsOn()
 	c.update(l, now)
+	c.countExact(l, now, on)
 	return l
 }
 
@@ -369,7 +396,7 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 		return
 	}
 	c.firstDone()
-	c.winStart = t0
+	c.winStart, c.winBase = t0, c.listedAt
 	for _, st := range c.progs {
 		st.base.ok = st.goneAt.IsZero()
 		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
@@ -400,14 +427,27 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 	// A window stands for the time since the previous one ended (the
 	// period, plus the time listing and reading took), measured; the
 	// nominal period for the first window or after a gap.
+	// Time counted exactly (exact.go) is not estimated again: a window
+	// inside a run of exact intervals adds nothing, one that overlaps
+	// the end or start of such a run adds nothing either (its estimate
+	// would count that time twice), and otherwise a window stands for
+	// the time since the previous window or the last exact interval
+	// ended, whichever is later.
+	exact := !c.exactFrom.IsZero() && !c.exactFrom.After(c.winBase)
+	overlap := c.exactUntil.After(c.winBase)
+	ref := c.winEnd
+	if c.exactUntil.After(ref) {
+		ref = c.exactUntil
+	}
 	cycle := period
-	if d := t1.Sub(c.winEnd); !c.winEnd.IsZero() && d > elapsed && d <= 2*period {
+	if d := t1.Sub(ref); !ref.IsZero() && d > elapsed && d <= 2*period {
 		cycle = d
 	}
 	scale := 1.0
 	if !continuous && cycle > elapsed {
 		scale = float64(cycle) / float64(elapsed)
 	}
+	add := !exact && !overlap
 	cpu := 0.0
 	for _, st := range c.progs {
 		st.rate, st.perRun = 0, 0
@@ -422,10 +462,12 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 			st.perRun = dt / dn
 		}
 		cpu += st.rate
-		if st.overflow {
+		switch {
+		case !add:
+		case st.overflow:
 			c.overflow.runTime += dt * scale / 1e9
 			c.overflow.runs += dn * scale
-		} else {
+		default:
 			st.runTime += dt * scale / 1e9
 			st.runs += dn * scale
 		}
@@ -434,6 +476,9 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 	}
 	c.winLen, c.winEnd, c.winCPU = elapsed, t1, cpu
 	c.winRatio = 1 / scale
+	if !add {
+		c.winRatio = 1
+	}
 	if continuous {
 		c.winStart = t1
 	} else {
@@ -448,11 +493,12 @@ var (
 	mapLabels  = []string{"id", "name", "type", "owner"}
 
 	runSecondsDesc = prometheus.NewDesc("kernel_bpf_program_run_seconds_total",
-		"CPU time the kernel spent running a BPF program of the host, summed over CPUs, estimated from the CPU budget's measuring windows: "+
-			"the run time counted while BPF run-time statistics were on for a window, times the period over the window (--bpf.budget-period / --bpf.budget-window, 30 with the defaults; 1 with --bpf.stats). "+
-			"rate() of it is the program's CPU seconds per second. kernel_bpf_stats_sampled_ratio is the share of the time measured.", progLabels, nil)
+		"CPU time the kernel spent running a BPF program of the host, summed over CPUs. "+
+			"Exact while BPF run-time statistics are on all the time (kernel.bpf_stats_enabled=1, or --bpf.stats): the kernel's run_time_ns as it counts it. "+
+			"Otherwise sampled: the run time counted during the CPU budget's measuring windows, times the period over the window (--bpf.budget-period / --bpf.budget-window, 30 with the defaults). "+
+			"kernel_bpf_stats_sampled_ratio says which (mode=\"exact\" or \"sampled\") and the share of the time measured. rate() of it is the program's CPU seconds per second.", progLabels, nil)
 	runsDesc = prometheus.NewDesc("kernel_bpf_program_runs_total",
-		"Runs of a BPF program of the host, estimated as kernel_bpf_program_run_seconds_total is: the runs counted during the measuring windows times the period over the window.", progLabels, nil)
+		"Runs of a BPF program of the host, measured as kernel_bpf_program_run_seconds_total is: the kernel's run_cnt as it counts it while statistics are on all the time (exact), else the runs counted during the measuring windows times the period over the window (sampled).", progLabels, nil)
 	insnsDesc = prometheus.NewDesc("kernel_bpf_program_verified_instructions",
 		"Instructions the verifier processed when it loaded a BPF program of the host (Linux 5.16+; 0 before).", progLabels, nil)
 	jitedDesc = prometheus.NewDesc("kernel_bpf_program_jited_bytes",
@@ -479,7 +525,8 @@ var (
 	mapOverflowDesc = prometheus.NewDesc("kernel_bpf_maps_overflow",
 		"BPF maps of the host not served one by one (over --collector.bpf.max-maps): summed into the series whose labels are all "+collector.OverflowValue+".", nil, nil)
 	sampledDesc = prometheus.NewDesc("kernel_bpf_stats_sampled_ratio",
-		"Share of the time the last measuring window covered (window / period; 1 when statistics are on all the time): the counts of kernel_bpf_program_run_seconds_total and _runs_total were multiplied by its inverse. 0 before the first window ends.", nil, nil)
+		"How the last counts of kernel_bpf_program_run_seconds_total and _runs_total were measured: mode=\"exact\" (value 1) when BPF run-time statistics were on all the time (kernel.bpf_stats_enabled=1 at every listing, or --bpf.stats) and the kernel's counts are served as they are; "+
+			"mode=\"sampled\" with the share of the time the last measuring window covered (window / period), the counts being multiplied by its inverse. 0 before the first window ends or exact interval.", []string{"mode"}, nil)
 	cpusDesc = prometheus.NewDesc("kernel_cpus_online",
 		"Online CPUs of the host (/sys/devices/system/cpu/online): the CPU seconds per second they give, to make the rate of kernel_bpf_program_run_seconds_total a share of the host.", nil, nil)
 	listDurationDesc = prometheus.NewDesc("kernel_exporter_bpf_list_duration_seconds",
@@ -541,7 +588,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(progOverflowDesc, float64(c.overflow.programs))
 	gauge(mapOverflowDesc, float64(c.overflow.maps))
-	gauge(sampledDesc, c.winRatio)
+	if c.exactNow {
+		gauge(sampledDesc, 1, "exact")
+	} else {
+		gauge(sampledDesc, c.winRatio, "sampled")
+	}
 	if cpus, err := loader.OnlineCPUs(); err == nil {
 		gauge(cpusDesc, float64(len(cpus)))
 	}

@@ -24,7 +24,12 @@ package budget
 // bounds to 60 s.
 //
 // When statistics are on all the time (--bpf.stats), the window is the
-// whole period.
+// whole period. When kernel.bpf_stats_enabled reads 1 both at the end of
+// the previous window and at the start of this one (CPUOptions.SysctlOn;
+// the sysctl reads its own setting, never our BPF_ENABLE_STATS windows),
+// the kernel counted every run in between too: the window is measured
+// from the previous one's end, so the rate is the exact one over the
+// whole period, not the sample of one window.
 //
 // A detached config is re-attached after a backoff: CPUOptions.Backoff
 // (--bpf.budget-backoff, 5m) the first time, doubled at every new trip up
@@ -115,6 +120,9 @@ type CPUOptions struct {
 	// windows, so that the host pays for statistics only once). With
 	// observers the windows run even when Budget is 0.
 	Observers []Observer
+	// SysctlOn reports whether kernel.bpf_stats_enabled is 1 (nil:
+	// never); see the model above.
+	SysctlOn func() bool
 	// Clock and EnableStats are for tests: nil means the real clock and
 	// ebpf.EnableStats(BPF_STATS_RUN_TIME).
 	Clock       Clock
@@ -188,6 +196,11 @@ type CPU struct {
 	lastRates  map[string]float64
 	lastWindow time.Duration
 	lastEnd    time.Time
+	// The previous window's end readings, when taken, and whether the
+	// sysctl was on then: the start of an exact window.
+	prevEnd   runTimes
+	prevEndAt time.Time
+	prevOn    bool
 }
 
 // trip is the backoff state of one config.
@@ -277,11 +290,18 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	configs := s.target.Configs()
 	start := readRunTimes(configs)
 	t0 := s.clock.Now()
+	if s.sysctlOn() && s.prevOn && s.prevEnd != nil {
+		// Statistics were on since the previous window ended: measure
+		// from there (exact over the whole period).
+		start, t0 = s.prevEnd, s.prevEndAt
+	}
 	if err := s.clock.Sleep(ctx, window); err != nil {
 		return nil
 	}
 	end := readRunTimes(s.target.Configs())
-	elapsed := s.clock.Now().Sub(t0)
+	endAt := s.clock.Now()
+	elapsed := endAt.Sub(t0)
+	s.prevEnd, s.prevEndAt, s.prevOn = end, endAt, s.sysctlOn()
 	for _, o := range s.opts.Observers {
 		o.WindowEnd(ctx, s.opts.Period, s.opts.StatsOn)
 	}
@@ -300,6 +320,13 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 		}
 	}
 	return rates
+}
+
+// sysctlOn reports whether kernel.bpf_stats_enabled is 1, as
+// CPUOptions.SysctlOn says (false without it, and with StatsOn, where the
+// window is the period already).
+func (s *CPU) sysctlOn() bool {
+	return !s.opts.StatsOn && s.opts.SysctlOn != nil && s.opts.SysctlOn()
 }
 
 // runTimes are the run times read at one instant, by program.

@@ -470,3 +470,36 @@ func (c cancelAfter) Sleep(ctx context.Context, d time.Duration) error {
 	c.cancel()
 	return err
 }
+
+// With kernel.bpf_stats_enabled=1 at the end of one window and the start
+// of the next, the kernel counted every run in between: the second window
+// is measured from the first one's end, so a config that ran over its
+// budget only between windows is seen (0.364 CPU s/s over the 10 s
+// period), where a sample of the window alone sees 0.04.
+func TestSysctlOnMeasuresThePeriod(t *testing.T) {
+	for _, sysctl := range []bool{false, true} {
+		s, clk, fx, on := setup(t)
+		s.opts.SysctlOn = func() bool { return sysctl }
+		if sysctl {
+			*on = 1 // the sysctl holds statistics on
+		}
+		ctx := context.Background()
+		s.Step(ctx)
+		b := clk.progs[2]
+		b.rate = 0.4
+		_ = clk.Sleep(ctx, 9*time.Second)
+		b.rate = 0.04
+		rates := s.Step(ctx)
+		_, window, _ := s.LastRates()
+		wantRate, wantWindow := 0.04, time.Second
+		if sysctl {
+			wantRate, wantWindow = (9*0.4+0.04)/10, 10*time.Second
+		}
+		if !near(rates["b"], wantRate) || window != wantWindow {
+			t.Errorf("sysctl %v: rate b %v over %v, want %v over %v", sysctl, rates["b"], window, wantRate, wantWindow)
+		}
+		if got := slices.Contains(fx.detached, "b"); got != sysctl {
+			t.Errorf("sysctl %v: b detached %v, want %v", sysctl, got, sysctl)
+		}
+	}
+}

@@ -43,7 +43,10 @@ func (f *bpfFlags) check() error {
 // It lists through the privileged helper; without one (it did not start,
 // or --capabilities.keep=all keeps CAP_SYS_ADMIN here) it lists in this
 // process.
-func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, log *slog.Logger) *bpfstats.Collector {
+//
+// statsOn: --bpf.stats keeps statistics on for the process' life, so the
+// kernel's counts are exact.
+func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, statsOn bool, log *slog.Logger) *bpfstats.Collector {
 	if !f.on {
 		return nil
 	}
@@ -52,7 +55,7 @@ func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, log
 		lister = bpfstats.NewEnumerator(bpfstats.Limits{})
 	}
 	return bpfstats.New(bpfstats.Options{Lister: lister, TTL: f.ttl, MaxPrograms: f.maxPrograms, MaxMaps: f.maxMaps,
-		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log,
+		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log, StatsOn: statsOn,
 		FirstListed: func() { exporter.ReleaseMemory(log) }})
 }
 
