@@ -33,7 +33,7 @@ const (
 	DefaultMaxPrograms = 2048
 	DefaultMaxMaps     = 4096
 	// DefaultRefresh: a scrape lists the host's objects again only when
-	// the last listing is older (concurrent scrapes share one).
+	// the last scrape's listing is older (concurrent scrapes share one).
 	DefaultRefresh = time.Second
 	// listTimeout bounds one listing.
 	listTimeout = 30 * time.Second
@@ -91,6 +91,8 @@ type Collector struct {
 	overflow            overflowSums
 	listed              *Listing // the last listing
 	listedAt            time.Time
+	listMid             time.Time // the middle of the last listing
+	scrapeListed        time.Time // when a scrape last listed
 	listTook            time.Duration
 	listErrs            uint64
 	released            bool // FirstListed was called
@@ -215,6 +217,11 @@ type progState struct {
 	runTime, runs float64
 	// counted: listed once at least (its counters started).
 	counted bool
+	// winEndRaw holds the raw statistics at the last window's end.
+	winEndRaw struct {
+		ok            bool
+		runTime, runs uint64
+	}
 	// rate is the CPU s/s of its last window, perRun the ns per run.
 	rate, perRun float64
 	series       progSeries
@@ -289,6 +296,8 @@ func (c *Collector) list(ctx context.Context) *Listing {
 		return nil
 	}
 	c.listTook = now.Sub(t0)
+	// The statistics were read during the listing: its middle is when.
+	c.listMid = t0.Add(c.listTook / 2)
 	on := c.statsOn()
 	c.update(l, now)
 	c.countExact(l, now, on)
@@ -391,12 +400,11 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 		return
 	}
 	c.winStart = time.Time{}
-	t0 := c.opts.Now()
 	if c.list(ctx) == nil {
 		return
 	}
 	c.firstDone()
-	c.winStart, c.winBase = t0, c.listedAt
+	c.winStart, c.winBase = c.listMid, c.listedAt
 	for _, st := range c.progs {
 		st.base.ok = st.goneAt.IsZero()
 		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
@@ -415,11 +423,11 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 	if c.winStart.IsZero() {
 		return
 	}
-	t1 := c.opts.Now()
 	if c.list(ctx) == nil {
 		c.winStart = time.Time{}
 		return
 	}
+	t1 := c.listMid
 	elapsed := t1.Sub(c.winStart)
 	if elapsed <= 0 {
 		return
@@ -448,9 +456,30 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 		scale = float64(cycle) / float64(elapsed)
 	}
 	add := !exact && !overlap
+	// Exact since the previous window ended: the rates (landing page,
+	// top five) are over that whole span, as the counters' rate() is,
+	// not over this window alone.
+	span, since := elapsed, !c.exactFrom.IsZero() && !c.winEnd.IsZero() && !c.exactFrom.After(c.winEnd)
+	if since {
+		span = t1.Sub(c.winEnd)
+	}
 	cpu := 0.0
 	for _, st := range c.progs {
 		st.rate, st.perRun = 0, 0
+		prev := st.winEndRaw
+		st.winEndRaw.ok = st.goneAt.IsZero()
+		st.winEndRaw.runTime, st.winEndRaw.runs = st.p.RunTimeNs, st.p.RunCount
+		if since && prev.ok && st.goneAt.IsZero() && st.p.RunTimeNs >= prev.runTime && st.p.RunCount >= prev.runs {
+			dt, dn := float64(st.p.RunTimeNs-prev.runTime), float64(st.p.RunCount-prev.runs)
+			st.rate = dt / float64(span)
+			if dn > 0 {
+				st.perRun = dt / dn
+			}
+			cpu += st.rate
+			st.base.ok = continuous
+			st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
+			continue
+		}
 		if !st.base.ok || !st.goneAt.IsZero() || st.p.RunTimeNs < st.base.runTime || st.p.RunCount < st.base.runs {
 			st.base.ok = continuous && st.goneAt.IsZero()
 			st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
@@ -474,7 +503,7 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 		st.base.ok = continuous
 		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
 	}
-	c.winLen, c.winEnd, c.winCPU = elapsed, t1, cpu
+	c.winLen, c.winEnd, c.winCPU = span, t1, cpu
 	c.winRatio = 1 / scale
 	if !add {
 		c.winRatio = 1
@@ -551,10 +580,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.opts.Now()
-	if c.listed == nil || now.Sub(c.listedAt) >= c.opts.Refresh {
-		c.list(context.Background())
-	}
+	c.refresh()
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}
@@ -599,6 +625,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(listDurationDesc, c.listTook.Seconds())
 	counter(listErrorsDesc, float64(c.listErrs))
 	c.firstDone()
+}
+
+// refresh lists the host's objects for a scrape unless a scrape listed
+// within Options.Refresh. Only a scrape's own listing makes the next
+// scrapes wait: one a window made is not fresh enough for a scrape to
+// serve exact counts as of the scrape. Called with c.mu held.
+func (c *Collector) refresh() {
+	now := c.opts.Now()
+	if c.listed == nil || c.scrapeListed.IsZero() || now.Sub(c.scrapeListed) >= c.opts.Refresh {
+		if c.list(context.Background()) != nil {
+			c.scrapeListed = now
+		}
+	}
 }
 
 // firstDone starts Options.FirstListed once, at the end of the first

@@ -118,10 +118,13 @@ func (c *Collector) addRuns(st *progState, dt, dn float64) {
 // in seconds and its runs, as kernel_bpf_program_run_seconds_total and
 // _runs_total; ok is false for a program not served one by one (unknown,
 // or in the overflow sums). The exporter's own per-config family
-// (kernel_exporter_program_run_seconds_total) serves the same figures.
+// (kernel_exporter_program_run_seconds_total) serves the same figures: it
+// is called during a scrape, so it lists as the scrape does (refresh),
+// and both families of one scrape come from the same listing.
 func (c *Collector) Figures(id uint32) (runSeconds, runs float64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.refresh()
 	st := c.progs[id]
 	if st == nil || st.overflow {
 		return 0, 0, false
