@@ -340,4 +340,19 @@ func TestCollectorExact(t *testing.T) {
 	w.run(10, 1e6, 4)
 	w.advance(time.Second)
 	want("on again", 190+4, 0.020+0.001, "exact", 1)
+	// Two windows while on: the landing page's rate is over the whole
+	// span since the first one ended, as the counters' rate() is.
+	c.WindowStart(context.Background(), false)
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, false)
+	w.run(10, 8e6, 80) // between windows: 8 ms
+	w.advance(9 * time.Second)
+	c.WindowStart(context.Background(), false)
+	w.run(10, 2e6, 20) // in the window: 2 ms
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, false)
+	if s := c.Summary(5); len(s.Top) != 1 || math.Abs(s.Top[0].CPU-0.001) > 1e-12 || s.Window != 10*time.Second {
+		t.Errorf("summary after exact windows: %+v, want program 10 at 10 ms over 10 s", s)
+	}
+	want("exact windows", 194+100, 0.021+0.010, "exact", 1)
 }

@@ -27,29 +27,34 @@ import (
 // statistics on all the time or sampled in windows:
 //
 //   - exact: the sysctl set to 1 before the exporter starts (and restored
-//     after the test), the exporter with its defaults, a foreign program
-//     (testdata/bpfspin) driven by ioprio_get calls, getppid calls and
-//     O_DIRECT writes as load. bpftool prog show read just before and
-//     just after one scrape: for every program with at least 1000 runs,
-//     ours and foreign ones alike, the runs and run time served lie
-//     between the two readings (2% slack). kernel_bpf_stats_sampled_ratio
-//     says mode="exact".
-//   - both subtests: over the same interval the increase of
-//     kernel_exporter_program_run_seconds_total of our programs is the
-//     increase of kernel_bpf_program_run_seconds_total of the same program
-//     within 5%, and top bpf, run during the interval, shows bpfspin's
-//     events per second and CPU that the served counters' rates give,
-//     within 5%: the scrapes follow top's first and second listings (its
-//     second frame's interval). Sampled (sysctl 0, statistics on 400 ms
-//     every 1 s), the interval runs from the first window's end after
-//     each of top's listings (found as the moments the served count
-//     moves): the same length, up to a second later.
+//     after the test), the exporter with its default programs, a foreign
+//     program (testdata/bpfspin) driven by ioprio_get calls, getppid
+//     calls and O_DIRECT writes as load. bpftool prog show read just
+//     before and just after one scrape: for every program with at least
+//     1000 runs, ours and foreign ones alike, the runs and run time
+//     served lie between the two readings (2% slack).
+//     kernel_bpf_stats_sampled_ratio says mode="exact".
+//   - both subtests, over the same interval: the increase of
+//     kernel_exporter_program_run_seconds_total (and _runs_total) of each
+//     of our programs is that of kernel_bpf_program_* for the same
+//     program within 5%; top bpf shows bpfspin at the events per second
+//     and CPU that the served counters' rates give, within 5%; and so does
+//     the landing page's CPU for it among the host's top five (the last
+//     window's rate, or, statistics on all the time, the rate since the
+//     window before). The interval is top's second frame's: scraped right
+//     after top's first and second listings (exact), or at the windows'
+//     ends nearest to them (sampled, statistics on 400 ms every 1 s: the
+//     served counts move only there), found by scraping every 50 ms. The
+//     exact subtest's windows are 500 ms every 2 s, for the landing page;
+//     the counts served do not depend on them.
 func TestBPFStatsExact(t *testing.T) {
 	probeNeedTool(t, "the kernel's own view of a BPF program", "bpftool")
 	t.Run("exact", func(t *testing.T) {
 		setBPFStatsSysctl(t, "1")
 		s := startBPFSpin(t, spinNs)
-		e := Start(t)
+		// The default programs; windows of 500 ms every 2 s, for the
+		// landing page (the counts served do not depend on them).
+		e := Start(t, "--bpf.budget-period=2s", "--bpf.budget-window=500ms")
 		waitListed(t, e, s.prog)
 		waitOurRuns(t, e)
 		stop := startExactLoad(t)
@@ -63,6 +68,7 @@ func TestBPFStatsExact(t *testing.T) {
 		b0 := bpftoolAll(t)
 		ms1, t1 := e.Scrape(), time.Now()
 		b1 := bpftoolAll(t)
+		page := e.Get("/")
 		loadMade := stop()
 		t.Logf("load: %s", loadMade)
 
@@ -104,6 +110,7 @@ func TestBPFStatsExact(t *testing.T) {
 		}
 		compareFamilies(t, ms0, ms1)
 		compareTop(t, top, ms0, ms1, t1.Sub(t0), s.prog, "exact")
+		compareLanding(t, page, ms0, ms1, t1.Sub(t0), s.prog, "exact")
 	})
 
 	t.Run("sampled", func(t *testing.T) {
@@ -124,6 +131,7 @@ func TestBPFStatsExact(t *testing.T) {
 		f2 := time.Now()
 		ms0, t0 := moves.nearest(t, f1)
 		ms1, t1 := moves.nearest(t, f2)
+		page := e.Get("/")
 		t.Logf("load: %s", stop())
 		// The sysctl is the host's: another test may set it meanwhile.
 		if moves.sysctlSeen() {
@@ -133,6 +141,7 @@ func TestBPFStatsExact(t *testing.T) {
 		}
 		compareFamilies(t, ms0, ms1)
 		compareTop(t, top, ms0, ms1, t1.Sub(t0), s.prog, "sampled")
+		compareLanding(t, page, ms0, ms1, t1.Sub(t0), s.prog, "sampled")
 	})
 }
 
@@ -492,5 +501,26 @@ func compareTop(t *testing.T, rows map[uint32]topFrame, ms0, ms1 Metrics, elapse
 	// top prints CPU % with two decimals: allow that rounding too.
 	if math.Abs(cpu-f.cpuPercent) > 0.05*f.cpuPercent+0.005 {
 		t.Errorf("%s: program %d: served CPU %.3f%%, top bpf %.2f%%: not within 5%%", mode, id, cpu, f.cpuPercent)
+	}
+}
+
+// compareLanding checks that the landing page's row for program id among
+// the host's top five by CPU shows the CPU the served counters' rate over
+// the interval gives, within 5% (and the page's rounding): the page shows
+// the last window's rate (exact: since the window before), a part of the
+// interval, under a steady load.
+func compareLanding(t *testing.T, page string, ms0, ms1 Metrics, elapsed time.Duration, id uint32, mode string) {
+	t.Helper()
+	m := regexp.MustCompile(fmt.Sprintf(`<td>%d bpfstats_spin</td>(?:<td>[^<]*</td>){3}<td class="n">([\d.]+) ms/s</td>`, id)).FindStringSubmatch(page)
+	if m == nil {
+		t.Errorf("%s: the landing page shows no row for program %d among the top five by CPU", mode, id)
+		return
+	}
+	landing, _ := strconv.ParseFloat(m[1], 64)
+	want := L("id", strconv.FormatUint(uint64(id), 10))
+	served := 1000 * (ms1.Value(spinSec, want) - ms0.Value(spinSec, want)) / elapsed.Seconds()
+	t.Logf("%s: program %d: landing page %.1f ms/s, served counters %.2f ms/s", mode, id, landing, served)
+	if math.Abs(landing-served) > 0.05*served+0.05 {
+		t.Errorf("%s: program %d: landing page %.1f ms/s of CPU, served counters %.2f ms/s: not within 5%%", mode, id, landing, served)
 	}
 }
