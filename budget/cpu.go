@@ -290,9 +290,10 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	configs := s.target.Configs()
 	start := readRunTimes(configs)
 	t0 := s.clock.Now()
-	if s.sysctlOn() && s.prevOn && s.prevEnd != nil {
+	if s.sysctlOn() && s.prevOn && s.prevEnd != nil && covers(s.prevEnd, start) {
 		// Statistics were on since the previous window ended: measure
-		// from there (exact over the whole period).
+		// from there (exact over the whole period). A program new since
+		// (a config re-attached) makes this window a window alone.
 		start, t0 = s.prevEnd, s.prevEndAt
 	}
 	if err := s.clock.Sleep(ctx, window); err != nil {
@@ -331,6 +332,16 @@ func (s *CPU) sysctlOn() bool {
 
 // runTimes are the run times read at one instant, by program.
 type runTimes map[Program]time.Duration
+
+// covers reports whether a holds every program of b.
+func covers(a, b runTimes) bool {
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // readRunTimes reads the run time of every program of configs; a program
 // whose statistics cannot be read is left out.
