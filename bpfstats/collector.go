@@ -67,6 +67,10 @@ type Options struct {
 	// SysctlOn reports whether kernel.bpf_stats_enabled is 1 (nil: read
 	// /proc/sys/kernel/bpf_stats_enabled), for tests.
 	SysctlOn func() bool
+	// Probe tells whether statistics were on for a whole interval,
+	// whoever held them on (a *StatsProbe; nil: none, only the sysctl
+	// and StatsOn are known). See exact.go.
+	Probe Probe
 	// FirstListed, when set, is called once, at the end of the first
 	// scrape or measuring window that listed: the serving process gives
 	// back there what that one-off work (taking in a first listing,
@@ -111,9 +115,17 @@ type Collector struct {
 	// listing (lastOn); the run of exact intervals in progress started
 	// at exactFrom (zero: the last interval was not exact); the last
 	// exact interval ended at exactUntil.
-	lastOn, exactNow      bool
-	listedPrev            time.Time // the last listing (zero: none)
-	exactFrom, exactUntil time.Time
+	lastOn, exactNow bool
+	// The probe's reading at the last listing (probeOK: taken), and
+	// where our windows stand: one is open (winOpen), its first or last
+	// listing is being made (winStarting, winEnding), and whether the
+	// interval after the last listing started inside one (prevInWindow).
+	probeOK, probeLast                         bool // probeLast: the last interval's verdict
+	probeKernel, probeOwn                      uint64
+	winOpen, winStarting, winEnding, prevInWin bool
+	winExact                                   bool      // the window in progress began exact
+	listedPrev                                 time.Time // the last listing (zero: none)
+	exactFrom, exactUntil                      time.Time
 }
 
 // slots are the programs (or maps) served one by one, at most max: an
@@ -259,9 +271,11 @@ func New(opts Options) *Collector {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{opts: opts, log: log, owners: newOwners(opts.ProcRoot, opts.Pod),
+	c := &Collector{opts: opts, log: log, owners: newOwners(opts.ProcRoot, opts.Pod),
 		progs: map[uint32]*progState{}, maps: map[uint32]*mapState{},
 		progSlots: slots{max: opts.MaxPrograms}, mapSlots: slots{max: opts.MaxMaps}}
+	c.probeInterval() // the probe's first reading: the first listing's interval starts here
+	return c
 }
 
 // CheckOptions returns an error naming the flag for a value out of range.
@@ -299,8 +313,9 @@ func (c *Collector) list(ctx context.Context) *Listing {
 	// The statistics were read during the listing: its middle is when.
 	c.listMid = t0.Add(c.listTook / 2)
 	on := c.statsOn()
+	probed := c.probeInterval()
 	c.update(l, now)
-	c.countExact(l, now, on)
+	c.countExact(l, now, on, probed)
 	return l
 }
 
@@ -400,9 +415,13 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 		return
 	}
 	c.winStart = time.Time{}
-	if c.list(ctx) == nil {
+	c.winOpen, c.winStarting, c.winExact = true, true, false
+	l := c.list(ctx)
+	c.winStarting = false
+	if l == nil {
 		return
 	}
+	c.winExact = !c.exactFrom.IsZero()
 	c.firstDone()
 	c.winStart, c.winBase = c.listMid, c.listedAt
 	for _, st := range c.progs {
@@ -420,10 +439,14 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continuous bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer func() { c.winOpen = false }()
 	if c.winStart.IsZero() {
 		return
 	}
-	if c.list(ctx) == nil {
+	c.winEnding = true
+	l := c.list(ctx)
+	c.winEnding = false
+	if l == nil {
 		c.winStart = time.Time{}
 		return
 	}
@@ -450,6 +473,11 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 	cycle := period
 	if d := t1.Sub(ref); !ref.IsZero() && d > elapsed && d <= 2*period {
 		cycle = d
+	}
+	if !c.exactUntil.IsZero() && !c.exactUntil.Before(c.winBase) {
+		// Exact up to this window's start (the probe saw another
+		// holder's statistics): the window stands for itself.
+		cycle = elapsed
 	}
 	scale := 1.0
 	if !continuous && cycle > elapsed {

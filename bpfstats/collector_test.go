@@ -356,3 +356,64 @@ func TestCollectorExact(t *testing.T) {
 	}
 	want("exact windows", 194+100, 0.021+0.010, "exact", 1)
 }
+
+// fakeProbe is a statistics probe: own counts every run, kernel only
+// those while statistics are on.
+type fakeProbe struct{ kernel, own uint64 }
+
+func (p *fakeProbe) Read() (uint64, uint64, uint64, error) { return p.kernel, p.own, 0, nil }
+func (p *fakeProbe) runs(n uint64, on bool) {
+	p.own += n
+	if on {
+		p.kernel += n
+	}
+}
+
+// TestCollectorProbe: with the sysctl at 0 and another process holding
+// statistics on (the probe sees the kernel count every run), intervals
+// outside our windows are exact, and so are those inside a window that
+// began exact; once the other holder is gone the next window is scaled
+// over the time since the last exact interval.
+func TestCollectorProbe(t *testing.T) {
+	w, proc := newWorld(t)
+	fp := &fakeProbe{}
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, SysctlOn: off, Probe: fp})
+	spin := map[string]string{"id": "10"}
+	want := func(what string, runs float64, mode string) {
+		t.Helper()
+		if v, _ := gather(t, c, "kernel_bpf_program_runs_total", spin); v != runs {
+			t.Errorf("%s: runs %v, want %v", what, v, runs)
+		}
+		if _, n := gather(t, c, "kernel_bpf_stats_sampled_ratio", map[string]string{"mode": mode}); n != 1 {
+			t.Errorf("%s: no sampled ratio{mode=%s}", what, mode)
+		}
+	}
+	ctx := context.Background()
+	window := func(runs uint64) {
+		c.WindowStart(ctx, false)
+		w.run(10, 1e6, runs)
+		fp.runs(5, true) // our window holds statistics on
+		w.advance(time.Second)
+		c.WindowEnd(ctx, 10*time.Second, false)
+	}
+	w.run(10, 5e6, 50) // counted by the other holder before we came
+	fp.runs(5, true)
+	window(10)
+	want("first window", 50+10, "exact")
+	w.run(10, 2e6, 20)
+	fp.runs(10, true)
+	w.advance(time.Second)
+	want("a scrape between windows", 80, "exact")
+	w.run(10, 1e6, 10)
+	fp.runs(3, true)
+	w.advance(8 * time.Second)
+	window(10)
+	want("second window", 100, "exact")
+	// The other holder closes: between windows the kernel counts nothing.
+	fp.runs(10, false)
+	w.advance(time.Second)
+	want("a scrape, holder gone", 100, "sampled")
+	w.advance(8 * time.Second)
+	window(10)
+	want("a sampled window", 100+10*10, "sampled")
+}

@@ -22,14 +22,20 @@ import (
 //
 // How the collector knows: statistics are on for the whole interval when
 // this process holds them on for its life (Options.StatsOn, --bpf.stats),
-// or when kernel.bpf_stats_enabled reads 1 at both of its listings. The
-// sysctl reads its own setting (bpf_stats_handler's saved_val), not the
-// key's count: the windows the CPU budget opens with BPF_ENABLE_STATS, or
-// another process' descriptor (bpftop's), never show in it, so a 1 is an
-// admin's setting, not one of our windows. What it cannot see is the
-// sysctl set to 0 and back to 1 between two listings (a scrape lists at
-// most once a second, a window twice a period), nor another holder of
-// BPF_ENABLE_STATS: those intervals are sampled as usual.
+// when kernel.bpf_stats_enabled reads 1 at both of its listings, or when
+// the statistics probe (Options.Probe, probe.go) saw the kernel count
+// every one of its runs over the interval, which no window of ours
+// touched (or whose window began exact). The sysctl reads its own setting (bpf_stats_handler's
+// saved_val), not the key's count: the windows the CPU budget opens with
+// BPF_ENABLE_STATS, or another process' descriptor (bpftop's), never show
+// in it, so a 1 is an admin's setting, not one of our windows; it cannot
+// see the sysctl set to 0 and back to 1 between two listings (a scrape
+// lists at most once a second, a window twice a period). The probe sees
+// any holder, ours included, so it is asked only about intervals outside
+// our windows: those inside are counted in full anyway (our window holds
+// statistics on), and are exact when the run of exact intervals reached
+// the window's start, as with the sysctl. It cannot see an off spell
+// shorter than its period (20 ms).
 //
 // A program first seen while statistics are on starts from the kernel's
 // counts as they are (since its load), as bpftool shows them; one seen
@@ -58,12 +64,49 @@ func (c *Collector) statsOn() bool {
 	return SysctlStatsOn()
 }
 
+// Probe is what the collector asks whether statistics were on (see
+// StatsProbe.Read).
+type Probe interface {
+	Read() (kernelRuns, ownRuns, slack uint64, err error)
+}
+
+// probeInterval reads the probe and reports whether it saw statistics on
+// for the whole interval since its last reading (false without a probe,
+// a reading, or a run of the probe). Called with c.mu held.
+func (c *Collector) probeInterval() bool {
+	if c.opts.Probe == nil {
+		return false
+	}
+	k, o, slack, err := c.opts.Probe.Read()
+	if err != nil {
+		c.probeOK = false
+		return false
+	}
+	on := c.probeOK && o > c.probeOwn && k >= c.probeKernel && (k-c.probeKernel)+slack >= o-c.probeOwn
+	if c.probeOK && o == c.probeOwn {
+		// Too short for the probe to have run: as the interval before
+		// (an off spell this short is one the probe cannot see anyway).
+		on = c.probeLast
+	}
+	c.probeOK, c.probeKernel, c.probeOwn, c.probeLast = true, k, o, on
+	return on
+}
+
 // countExact adds to each program's counters what the kernel counted since
 // the last listing when the interval between the two was exact (on at
-// both), and keeps listing l's raw counts, made at now, for the next.
-// Called with c.mu held, after update took l in.
-func (c *Collector) countExact(l *Listing, now time.Time, on bool) {
-	exact := on && c.lastOn && !c.listedPrev.IsZero()
+// both, or the probe saw statistics on all of it outside our windows),
+// and keeps listing l's raw counts, made at now, for the next. Called
+// with c.mu held, after update took l in.
+func (c *Collector) countExact(l *Listing, now time.Time, on, probed bool) {
+	// The probe sees our windows' statistics too: an interval that
+	// touches one of our windows is exact only when the run of exact
+	// intervals reached the window's start (winExact), since the window
+	// counts in full what is inside it.
+	if inWindow := c.winOpen && !c.winStarting || c.prevInWin; inWindow {
+		probed = c.winExact
+	}
+	c.prevInWin = c.winStarting || c.winOpen && !c.winEnding
+	exact := on && c.lastOn && !c.listedPrev.IsZero() || probed
 	prev := c.listedPrev
 	// The counts served are the kernel's as they are after an exact
 	// interval, or at a first listing while statistics are on.
@@ -72,6 +115,9 @@ func (c *Collector) countExact(l *Listing, now time.Time, on bool) {
 	if exact {
 		if c.exactFrom.IsZero() {
 			c.exactFrom = prev
+			if prev.IsZero() {
+				c.exactFrom = now
+			}
 		}
 		c.exactUntil = now
 	} else {
@@ -85,7 +131,7 @@ func (c *Collector) countExact(l *Listing, now time.Time, on bool) {
 			continue
 		}
 		switch {
-		case on && !st.counted && !st.last.ok:
+		case (on || exact) && !st.counted && !st.last.ok:
 			// First seen while statistics are on: the kernel's counts
 			// as they are.
 			c.addRuns(st, float64(p.RunTimeNs), float64(p.RunCount))

@@ -503,3 +503,40 @@ func TestSysctlOnMeasuresThePeriod(t *testing.T) {
 		}
 	}
 }
+
+// probeFake is a statistics probe whose kernel count follows *on.
+type probeFake struct {
+	clk  *fakeClock
+	on   *int
+	k, o uint64
+	last time.Time
+}
+
+func (p *probeFake) Read() (uint64, uint64, uint64, error) {
+	n := uint64(p.clk.now.Sub(p.last) / (20 * time.Millisecond))
+	p.last = p.clk.now
+	p.o += n
+	if *p.on > 0 {
+		p.k += n
+	}
+	return p.k, p.o, 0, nil
+}
+
+// Another process holding statistics on (the probe sees every run
+// counted): the second window is measured from the first one's end, as
+// with the sysctl.
+func TestProbeOnMeasuresThePeriod(t *testing.T) {
+	s, clk, _, on := setup(t)
+	*on = 1 // another holder
+	s.opts.Probe = &probeFake{clk: clk, on: on, last: clk.now}
+	ctx := context.Background()
+	s.Step(ctx)
+	b := clk.progs[2]
+	b.rate = 0.4
+	_ = clk.Sleep(ctx, 9*time.Second)
+	b.rate = 0.04
+	rates := s.Step(ctx)
+	if _, window, _ := s.LastRates(); !near(rates["b"], (9*0.4+0.04)/10) || window != 10*time.Second {
+		t.Errorf("rate b %v over %v, want %v over 10s", rates["b"], window, (9*0.4+0.04)/10)
+	}
+}

@@ -46,7 +46,7 @@ func (f *bpfFlags) check() error {
 //
 // statsOn: --bpf.stats keeps statistics on for the process' life, so the
 // kernel's counts are exact.
-func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, statsOn bool, log *slog.Logger) *bpfstats.Collector {
+func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, statsOn bool, probe bpfstats.Probe, log *slog.Logger) *bpfstats.Collector {
 	if !f.on {
 		return nil
 	}
@@ -55,8 +55,21 @@ func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, sta
 		lister = bpfstats.NewEnumerator(bpfstats.Limits{})
 	}
 	return bpfstats.New(bpfstats.Options{Lister: lister, TTL: f.ttl, MaxPrograms: f.maxPrograms, MaxMaps: f.maxMaps,
-		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log, StatsOn: statsOn,
+		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log, StatsOn: statsOn, Probe: probe,
 		FirstListed: func() { exporter.ReleaseMemory(log) }})
+}
+
+// statsProbe returns the statistics probe (bpfstats.StatsProbe), with
+// which the host BPF collector and the CPU budget know that another
+// process (bpftop) holds BPF run-time statistics on; nil when it cannot be
+// made (logged). Made at start, while CAP_PERFMON is held.
+func statsProbe(log *slog.Logger) bpfstats.Probe {
+	p, err := bpfstats.NewStatsProbe()
+	if err != nil {
+		log.Info("no BPF statistics probe: counts are exact only while kernel.bpf_stats_enabled is 1 or with --bpf.stats", "err", err)
+		return nil
+	}
+	return p
 }
 
 // podOf returns bpfstats.Options.Pod through the kube decoders' pod

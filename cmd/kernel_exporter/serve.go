@@ -211,7 +211,9 @@ func (f *serveFlags) run(e *env) int {
 		exp.Registry.MustRegister(helper)
 	}
 	// The host's BPF programs, measured over the CPU budget's windows.
-	hostBPF := f.bpf.collector(exp, helper, f.load.bpfStats, log)
+	probe := statsProbe(log)
+	cpuOpts.Probe = probe
+	hostBPF := f.bpf.collector(exp, helper, f.load.bpfStats, probe, log)
 	if hostBPF != nil {
 		exp.Registry.MustRegister(hostBPF)
 		cpuOpts.Observers = append(cpuOpts.Observers, hostBPF)
