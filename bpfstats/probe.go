@@ -29,8 +29,8 @@ const ProbePeriod = 20 * time.Millisecond
 // kernel counted every one of the program's runs, statistics were on at
 // each of them, so at least every ProbePeriod on every CPU: an off spell
 // shorter than that can go unseen. Its cost: one run of a few
-// instructions per CPU every 20 ms (50 a second per CPU, about 5 µs of
-// CPU a second per CPU at 100 ns a run).
+// instructions per CPU every 20 ms; measured on 2 CPUs (TestStatsProbe),
+// 72 to 87 runs a second of 0.6 to 1.0 µs each, under 0.01% of a CPU.
 type StatsProbe struct {
 	prog  *ebpf.Program
 	count *ebpf.Map

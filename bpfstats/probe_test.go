@@ -40,7 +40,9 @@ func TestStatsProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	dk, do := k1-k0, o1-o0
-	t.Logf("statistics on for 1 s: the kernel counted %d runs of the probe, the probe %d (%d CPUs)", dk, do, p.cpus)
+	st, _ := p.prog.Stats()
+	t.Logf("statistics on for 1 s: the kernel counted %d runs of the probe, the probe %d (%d CPUs); %v of run time in %d runs since load",
+		dk, do, p.cpus, st.Runtime, st.RunCount)
 	if want := uint64(p.cpus) * uint64(time.Second/ProbePeriod); do < want/2 || do > 2*want {
 		t.Errorf("the probe ran %d times in 1 s on %d CPUs, want about %d", do, p.cpus, want)
 	}
