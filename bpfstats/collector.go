@@ -33,7 +33,7 @@ const (
 	DefaultMaxPrograms = 2048
 	DefaultMaxMaps     = 4096
 	// DefaultRefresh: a scrape lists the host's objects again only when
-	// the last listing is older (concurrent scrapes share one).
+	// the last scrape's listing is older (concurrent scrapes share one).
 	DefaultRefresh = time.Second
 	// listTimeout bounds one listing.
 	listTimeout = 30 * time.Second
@@ -60,6 +60,17 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock (nil: time.Now), for tests.
 	Now func() time.Time
+	// StatsOn: this process keeps run-time statistics on for its whole
+	// life (--bpf.stats), so every interval between two listings was
+	// counted in full.
+	StatsOn bool
+	// SysctlOn reports whether kernel.bpf_stats_enabled is 1 (nil: read
+	// /proc/sys/kernel/bpf_stats_enabled), for tests.
+	SysctlOn func() bool
+	// Probe tells whether statistics were on for a whole interval,
+	// whoever held them on (a *StatsProbe; nil: none, only the sysctl
+	// and StatsOn are known). See exact.go.
+	Probe Probe
 	// FirstListed, when set, is called once, at the end of the first
 	// scrape or measuring window that listed: the serving process gives
 	// back there what that one-off work (taking in a first listing,
@@ -84,6 +95,8 @@ type Collector struct {
 	overflow            overflowSums
 	listed              *Listing // the last listing
 	listedAt            time.Time
+	listMid             time.Time // the middle of the last listing
+	scrapeListed        time.Time // when a scrape last listed
 	listTook            time.Duration
 	listErrs            uint64
 	released            bool // FirstListed was called
@@ -96,6 +109,23 @@ type Collector struct {
 	winEnd   time.Time
 	winRatio float64
 	winCPU   float64 // CPU s/s of every program in it
+	// winBase is when the window in progress listed its base.
+	winBase time.Time
+	// Exact intervals (see exact.go): statistics were on at the last
+	// listing (lastOn); the run of exact intervals in progress started
+	// at exactFrom (zero: the last interval was not exact); the last
+	// exact interval ended at exactUntil.
+	lastOn, exactNow bool
+	// The probe's reading at the last listing (probeOK: taken), and
+	// where our windows stand: one is open (winOpen), its first or last
+	// listing is being made (winStarting, winEnding), and whether the
+	// interval after the last listing started inside one (prevInWindow).
+	probeOK, probeLast                         bool // probeLast: the last interval's verdict
+	probeKernel, probeOwn                      uint64
+	winOpen, winStarting, winEnding, prevInWin bool
+	winExact                                   bool      // the window in progress began exact
+	listedPrev                                 time.Time // the last listing (zero: none)
+	exactFrom, exactUntil                      time.Time
 }
 
 // slots are the programs (or maps) served one by one, at most max: an
@@ -188,8 +218,22 @@ type progState struct {
 		ok            bool
 		runTime, runs uint64
 	}
-	// runTime (seconds) and runs are the scaled sums over windows.
+	// last holds the raw statistics at the last listing; ok is false
+	// when the program was not listed then.
+	last struct {
+		ok            bool
+		runTime, runs uint64
+	}
+	// runTime (seconds) and runs are what is served: the kernel's counts
+	// over exact intervals, plus the scaled counts of sampled windows.
 	runTime, runs float64
+	// counted: listed once at least (its counters started).
+	counted bool
+	// winEndRaw holds the raw statistics at the last window's end.
+	winEndRaw struct {
+		ok            bool
+		runTime, runs uint64
+	}
 	// rate is the CPU s/s of its last window, perRun the ns per run.
 	rate, perRun float64
 	series       progSeries
@@ -227,9 +271,11 @@ func New(opts Options) *Collector {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{opts: opts, log: log, owners: newOwners(opts.ProcRoot, opts.Pod),
+	c := &Collector{opts: opts, log: log, owners: newOwners(opts.ProcRoot, opts.Pod),
 		progs: map[uint32]*progState{}, maps: map[uint32]*mapState{},
 		progSlots: slots{max: opts.MaxPrograms}, mapSlots: slots{max: opts.MaxMaps}}
+	c.probeInterval() // the probe's first reading: the first listing's interval starts here
+	return c
 }
 
 // CheckOptions returns an error naming the flag for a value out of range.
@@ -264,7 +310,12 @@ func (c *Collector) list(ctx context.Context) *Listing {
 		return nil
 	}
 	c.listTook = now.Sub(t0)
+	// The statistics were read during the listing: its middle is when.
+	c.listMid = t0.Add(c.listTook / 2)
+	on := c.statsOn()
+	probed := c.probeInterval()
 	c.update(l, now)
+	c.countExact(l, now, on, probed)
 	return l
 }
 
@@ -364,12 +415,15 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 		return
 	}
 	c.winStart = time.Time{}
-	t0 := c.opts.Now()
-	if c.list(ctx) == nil {
+	c.winOpen, c.winStarting, c.winExact = true, true, false
+	l := c.list(ctx)
+	c.winStarting = false
+	if l == nil {
 		return
 	}
+	c.winExact = !c.exactFrom.IsZero()
 	c.firstDone()
-	c.winStart = t0
+	c.winStart, c.winBase = c.listMid, c.listedAt
 	for _, st := range c.progs {
 		st.base.ok = st.goneAt.IsZero()
 		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
@@ -385,14 +439,18 @@ func (c *Collector) WindowStart(ctx context.Context, continuous bool) {
 func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continuous bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer func() { c.winOpen = false }()
 	if c.winStart.IsZero() {
 		return
 	}
-	t1 := c.opts.Now()
-	if c.list(ctx) == nil {
+	c.winEnding = true
+	l := c.list(ctx)
+	c.winEnding = false
+	if l == nil {
 		c.winStart = time.Time{}
 		return
 	}
+	t1 := c.listMid
 	elapsed := t1.Sub(c.winStart)
 	if elapsed <= 0 {
 		return
@@ -400,17 +458,56 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 	// A window stands for the time since the previous one ended (the
 	// period, plus the time listing and reading took), measured; the
 	// nominal period for the first window or after a gap.
+	// Time counted exactly (exact.go) is not estimated again: a window
+	// inside a run of exact intervals adds nothing, one that overlaps
+	// the end or start of such a run adds nothing either (its estimate
+	// would count that time twice), and otherwise a window stands for
+	// the time since the previous window or the last exact interval
+	// ended, whichever is later.
+	exact := !c.exactFrom.IsZero() && !c.exactFrom.After(c.winBase)
+	overlap := c.exactUntil.After(c.winBase)
+	ref := c.winEnd
+	if c.exactUntil.After(ref) {
+		ref = c.exactUntil
+	}
 	cycle := period
-	if d := t1.Sub(c.winEnd); !c.winEnd.IsZero() && d > elapsed && d <= 2*period {
+	if d := t1.Sub(ref); !ref.IsZero() && d > elapsed && d <= 2*period {
 		cycle = d
+	}
+	if !c.exactUntil.IsZero() && !c.exactUntil.Before(c.winBase) {
+		// Exact up to this window's start (the probe saw another
+		// holder's statistics): the window stands for itself.
+		cycle = elapsed
 	}
 	scale := 1.0
 	if !continuous && cycle > elapsed {
 		scale = float64(cycle) / float64(elapsed)
 	}
+	add := !exact && !overlap
+	// Exact since the previous window ended: the rates (landing page,
+	// top five) are over that whole span, as the counters' rate() is,
+	// not over this window alone.
+	span, since := elapsed, !c.exactFrom.IsZero() && !c.winEnd.IsZero() && !c.exactFrom.After(c.winEnd)
+	if since {
+		span = t1.Sub(c.winEnd)
+	}
 	cpu := 0.0
 	for _, st := range c.progs {
 		st.rate, st.perRun = 0, 0
+		prev := st.winEndRaw
+		st.winEndRaw.ok = st.goneAt.IsZero()
+		st.winEndRaw.runTime, st.winEndRaw.runs = st.p.RunTimeNs, st.p.RunCount
+		if since && prev.ok && st.goneAt.IsZero() && st.p.RunTimeNs >= prev.runTime && st.p.RunCount >= prev.runs {
+			dt, dn := float64(st.p.RunTimeNs-prev.runTime), float64(st.p.RunCount-prev.runs)
+			st.rate = dt / float64(span)
+			if dn > 0 {
+				st.perRun = dt / dn
+			}
+			cpu += st.rate
+			st.base.ok = continuous
+			st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
+			continue
+		}
 		if !st.base.ok || !st.goneAt.IsZero() || st.p.RunTimeNs < st.base.runTime || st.p.RunCount < st.base.runs {
 			st.base.ok = continuous && st.goneAt.IsZero()
 			st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
@@ -422,18 +519,23 @@ func (c *Collector) WindowEnd(ctx context.Context, period time.Duration, continu
 			st.perRun = dt / dn
 		}
 		cpu += st.rate
-		if st.overflow {
+		switch {
+		case !add:
+		case st.overflow:
 			c.overflow.runTime += dt * scale / 1e9
 			c.overflow.runs += dn * scale
-		} else {
+		default:
 			st.runTime += dt * scale / 1e9
 			st.runs += dn * scale
 		}
 		st.base.ok = continuous
 		st.base.runTime, st.base.runs = st.p.RunTimeNs, st.p.RunCount
 	}
-	c.winLen, c.winEnd, c.winCPU = elapsed, t1, cpu
+	c.winLen, c.winEnd, c.winCPU = span, t1, cpu
 	c.winRatio = 1 / scale
+	if !add {
+		c.winRatio = 1
+	}
 	if continuous {
 		c.winStart = t1
 	} else {
@@ -448,11 +550,12 @@ var (
 	mapLabels  = []string{"id", "name", "type", "owner"}
 
 	runSecondsDesc = prometheus.NewDesc("kernel_bpf_program_run_seconds_total",
-		"CPU time the kernel spent running a BPF program of the host, summed over CPUs, estimated from the CPU budget's measuring windows: "+
-			"the run time counted while BPF run-time statistics were on for a window, times the period over the window (--bpf.budget-period / --bpf.budget-window, 30 with the defaults; 1 with --bpf.stats). "+
-			"rate() of it is the program's CPU seconds per second. kernel_bpf_stats_sampled_ratio is the share of the time measured.", progLabels, nil)
+		"CPU time the kernel spent running a BPF program of the host, summed over CPUs. "+
+			"Exact while BPF run-time statistics are on all the time (kernel.bpf_stats_enabled=1, or --bpf.stats): the kernel's run_time_ns as it counts it. "+
+			"Otherwise sampled: the run time counted during the CPU budget's measuring windows, times the period over the window (--bpf.budget-period / --bpf.budget-window, 30 with the defaults). "+
+			"kernel_bpf_stats_sampled_ratio says which (mode=\"exact\" or \"sampled\") and the share of the time measured. rate() of it is the program's CPU seconds per second.", progLabels, nil)
 	runsDesc = prometheus.NewDesc("kernel_bpf_program_runs_total",
-		"Runs of a BPF program of the host, estimated as kernel_bpf_program_run_seconds_total is: the runs counted during the measuring windows times the period over the window.", progLabels, nil)
+		"Runs of a BPF program of the host, measured as kernel_bpf_program_run_seconds_total is: the kernel's run_cnt as it counts it while statistics are on all the time (exact), else the runs counted during the measuring windows times the period over the window (sampled).", progLabels, nil)
 	insnsDesc = prometheus.NewDesc("kernel_bpf_program_verified_instructions",
 		"Instructions the verifier processed when it loaded a BPF program of the host (Linux 5.16+; 0 before).", progLabels, nil)
 	jitedDesc = prometheus.NewDesc("kernel_bpf_program_jited_bytes",
@@ -479,7 +582,8 @@ var (
 	mapOverflowDesc = prometheus.NewDesc("kernel_bpf_maps_overflow",
 		"BPF maps of the host not served one by one (over --collector.bpf.max-maps): summed into the series whose labels are all "+collector.OverflowValue+".", nil, nil)
 	sampledDesc = prometheus.NewDesc("kernel_bpf_stats_sampled_ratio",
-		"Share of the time the last measuring window covered (window / period; 1 when statistics are on all the time): the counts of kernel_bpf_program_run_seconds_total and _runs_total were multiplied by its inverse. 0 before the first window ends.", nil, nil)
+		"How the last counts of kernel_bpf_program_run_seconds_total and _runs_total were measured: mode=\"exact\" (value 1) when BPF run-time statistics were on all the time (kernel.bpf_stats_enabled=1 at every listing, or --bpf.stats) and the kernel's counts are served as they are; "+
+			"mode=\"sampled\" with the share of the time the last measuring window covered (window / period), the counts being multiplied by its inverse. 0 before the first window ends or exact interval.", []string{"mode"}, nil)
 	cpusDesc = prometheus.NewDesc("kernel_cpus_online",
 		"Online CPUs of the host (/sys/devices/system/cpu/online): the CPU seconds per second they give, to make the rate of kernel_bpf_program_run_seconds_total a share of the host.", nil, nil)
 	listDurationDesc = prometheus.NewDesc("kernel_exporter_bpf_list_duration_seconds",
@@ -504,10 +608,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.opts.Now()
-	if c.listed == nil || now.Sub(c.listedAt) >= c.opts.Refresh {
-		c.list(context.Background())
-	}
+	c.refresh()
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}
@@ -541,13 +642,30 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(progOverflowDesc, float64(c.overflow.programs))
 	gauge(mapOverflowDesc, float64(c.overflow.maps))
-	gauge(sampledDesc, c.winRatio)
+	if c.exactNow {
+		gauge(sampledDesc, 1, "exact")
+	} else {
+		gauge(sampledDesc, c.winRatio, "sampled")
+	}
 	if cpus, err := loader.OnlineCPUs(); err == nil {
 		gauge(cpusDesc, float64(len(cpus)))
 	}
 	gauge(listDurationDesc, c.listTook.Seconds())
 	counter(listErrorsDesc, float64(c.listErrs))
 	c.firstDone()
+}
+
+// refresh lists the host's objects for a scrape unless a scrape listed
+// within Options.Refresh. Only a scrape's own listing makes the next
+// scrapes wait: one a window made is not fresh enough for a scrape to
+// serve exact counts as of the scrape. Called with c.mu held.
+func (c *Collector) refresh() {
+	now := c.opts.Now()
+	if c.listed == nil || c.scrapeListed.IsZero() || now.Sub(c.scrapeListed) >= c.opts.Refresh {
+		if c.list(context.Background()) != nil {
+			c.scrapeListed = now
+		}
+	}
 }
 
 // firstDone starts Options.FirstListed once, at the end of the first

@@ -108,6 +108,9 @@ func matchLabels(m *dto.Metric, want map[string]string) bool {
 	return n == len(want)
 }
 
+// off is Options.SysctlOn for kernel.bpf_stats_enabled=0.
+func off() bool { return false }
+
 func newWorld(t *testing.T) (*world, string) {
 	proc := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(proc, "4242"), 0o755); err != nil {
@@ -128,7 +131,7 @@ func newWorld(t *testing.T) (*world, string) {
 
 func TestCollectorWindows(t *testing.T) {
 	w, proc := newWorld(t)
-	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc,
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, SysctlOn: off,
 		Pod:  func(cg string) string { return "ns/" + filepath.Base(filepath.Dir(cg)) },
 		Ours: func() map[uint32]string { return map[uint32]string{11: "myconfig"} }})
 	spin := map[string]string{"id": "10", "name": "spin", "type": "tracepoint", "owner": "agent"}
@@ -199,7 +202,7 @@ func TestCollectorWindows(t *testing.T) {
 
 func TestCollectorTTLAndOverflow(t *testing.T) {
 	w, proc := newWorld(t)
-	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, TTL: time.Minute, MaxPrograms: 1, MaxMaps: 1})
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, SysctlOn: off, TTL: time.Minute, MaxPrograms: 1, MaxMaps: 1})
 	c.WindowStart(context.Background(), false)
 	w.run(10, 1e6, 1)
 	w.run(11, 3e6, 2)
@@ -241,7 +244,7 @@ func TestCollectorTTLAndOverflow(t *testing.T) {
 
 func TestCollectorListFails(t *testing.T) {
 	w, proc := newWorld(t)
-	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc})
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, SysctlOn: off})
 	gather(t, c, "kernel_bpf_programs", nil)
 	w.fail = errors.New("helper gone")
 	w.advance(time.Minute)
@@ -258,7 +261,7 @@ func TestCollectorListFails(t *testing.T) {
 // not the nominal period: counts are scaled by that over the window.
 func TestCollectorMeasuredCycle(t *testing.T) {
 	w, proc := newWorld(t)
-	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc})
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, SysctlOn: off})
 	window := func(runs uint64) {
 		c.WindowStart(context.Background(), false)
 		w.run(10, 0, runs)
@@ -274,4 +277,143 @@ func TestCollectorMeasuredCycle(t *testing.T) {
 	if v, _ := gather(t, c, "kernel_bpf_stats_sampled_ratio", nil); v != 0.4 {
 		t.Errorf("sampled ratio %v, want 1 s of 2.5 s", v)
 	}
+}
+
+// TestCollectorExact: with kernel.bpf_stats_enabled=1, a program first
+// seen is served the kernel's counts as they are, each scrape or window
+// adds what the kernel counted since the last listing, windows add no
+// estimate, and the sampled ratio says exact; once the sysctl is 0, the
+// next window is scaled over the time since the last exact interval.
+func TestCollectorExact(t *testing.T) {
+	w, proc := newWorld(t)
+	var on sync.Map // "on": bool
+	on.Store("on", true)
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, SysctlOn: func() bool { v, _ := on.Load("on"); return v.(bool) }})
+	spin := map[string]string{"id": "10"}
+	want := func(what string, runs, secs float64, mode string, ratio float64) {
+		t.Helper()
+		if v, _ := gather(t, c, "kernel_bpf_program_runs_total", spin); v != runs {
+			t.Errorf("%s: runs %v, want %v", what, v, runs)
+		}
+		if v, _ := gather(t, c, "kernel_bpf_program_run_seconds_total", spin); math.Abs(v-secs) > 1e-12 {
+			t.Errorf("%s: run seconds %v, want %v", what, v, secs)
+		}
+		if v, _ := gather(t, c, "kernel_bpf_stats_sampled_ratio", map[string]string{"mode": mode}); math.Abs(v-ratio) > 1e-12 {
+			t.Errorf("%s: sampled ratio{mode=%s} %v, want %v", what, mode, v, ratio)
+		}
+		if f, n, ok := c.Figures(10); !ok || n != runs || math.Abs(f-secs) > 1e-12 {
+			t.Errorf("%s: Figures(10) = %v, %v, %v, want what is served", what, f, n, ok)
+		}
+	}
+	w.run(10, 5e6, 50) // before the exporter came
+	want("first listing", 50, 0.005, "exact", 1)
+	w.run(10, 1e6, 10)
+	w.advance(time.Second)
+	want("a scrape later", 60, 0.006, "exact", 1)
+	c.WindowStart(context.Background(), false)
+	w.run(10, 2e6, 10)
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, false)
+	want("a window", 70, 0.008, "exact", 1)
+	// The sysctl goes to 0: what ran since the last listing is not
+	// exact, and the next window stands for the time since then.
+	on.Store("on", false)
+	w.run(10, 1e6, 5)
+	w.advance(time.Second)
+	want("sysctl off", 70, 0.008, "sampled", 1)
+	w.advance(10 * time.Second)
+	c.WindowStart(context.Background(), false)
+	w.run(10, 1e6, 10)
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, false)
+	want("a sampled window", 70+10*12, 0.008+0.001*12, "sampled", 1.0/12)
+	// On again: a program first seen now is served from the kernel's
+	// counts; 10 adds the kernel's counts once two listings saw it on.
+	on.Store("on", true)
+	w.mu.Lock()
+	w.l.Programs = append(w.l.Programs, Program{ID: 12, Type: 5, Name: "late", RunTimeNs: 3e6, RunCount: 30})
+	w.mu.Unlock()
+	w.advance(time.Second)
+	if v, _ := gather(t, c, "kernel_bpf_program_runs_total", map[string]string{"id": "12"}); v != 30 {
+		t.Errorf("a program first seen while statistics are on: runs %v, want the kernel's 30", v)
+	}
+	w.run(10, 1e6, 4)
+	w.advance(time.Second)
+	want("on again", 190+4, 0.020+0.001, "exact", 1)
+	// Two windows while on: the landing page's rate is over the whole
+	// span since the first one ended, as the counters' rate() is.
+	c.WindowStart(context.Background(), false)
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, false)
+	w.run(10, 8e6, 80) // between windows: 8 ms
+	w.advance(9 * time.Second)
+	c.WindowStart(context.Background(), false)
+	w.run(10, 2e6, 20) // in the window: 2 ms
+	w.advance(time.Second)
+	c.WindowEnd(context.Background(), 30*time.Second, false)
+	if s := c.Summary(5); len(s.Top) != 1 || math.Abs(s.Top[0].CPU-0.001) > 1e-12 || s.Window != 10*time.Second {
+		t.Errorf("summary after exact windows: %+v, want program 10 at 10 ms over 10 s", s)
+	}
+	want("exact windows", 194+100, 0.021+0.010, "exact", 1)
+}
+
+// fakeProbe is a statistics probe: own counts every run, kernel only
+// those while statistics are on.
+type fakeProbe struct{ kernel, own uint64 }
+
+func (p *fakeProbe) Read() (uint64, uint64, uint64, error) { return p.kernel, p.own, 0, nil }
+func (p *fakeProbe) runs(n uint64, on bool) {
+	p.own += n
+	if on {
+		p.kernel += n
+	}
+}
+
+// TestCollectorProbe: with the sysctl at 0 and another process holding
+// statistics on (the probe sees the kernel count every run), intervals
+// outside our windows are exact, and so are those inside a window that
+// began exact; once the other holder is gone the next window is scaled
+// over the time since the last exact interval.
+func TestCollectorProbe(t *testing.T) {
+	w, proc := newWorld(t)
+	fp := &fakeProbe{}
+	c := New(Options{Lister: w, Now: w.clock, ProcRoot: proc, SysctlOn: off, Probe: fp})
+	spin := map[string]string{"id": "10"}
+	want := func(what string, runs float64, mode string) {
+		t.Helper()
+		if v, _ := gather(t, c, "kernel_bpf_program_runs_total", spin); v != runs {
+			t.Errorf("%s: runs %v, want %v", what, v, runs)
+		}
+		if _, n := gather(t, c, "kernel_bpf_stats_sampled_ratio", map[string]string{"mode": mode}); n != 1 {
+			t.Errorf("%s: no sampled ratio{mode=%s}", what, mode)
+		}
+	}
+	ctx := context.Background()
+	window := func(runs uint64) {
+		c.WindowStart(ctx, false)
+		w.run(10, 1e6, runs)
+		fp.runs(5, true) // our window holds statistics on
+		w.advance(time.Second)
+		c.WindowEnd(ctx, 10*time.Second, false)
+	}
+	w.run(10, 5e6, 50) // counted by the other holder before we came
+	fp.runs(5, true)
+	window(10)
+	want("first window", 50+10, "exact")
+	w.run(10, 2e6, 20)
+	fp.runs(10, true)
+	w.advance(time.Second)
+	want("a scrape between windows", 80, "exact")
+	w.run(10, 1e6, 10)
+	fp.runs(3, true)
+	w.advance(8 * time.Second)
+	window(10)
+	want("second window", 100, "exact")
+	// The other holder closes: between windows the kernel counts nothing.
+	fp.runs(10, false)
+	w.advance(time.Second)
+	want("a scrape, holder gone", 100, "sampled")
+	w.advance(8 * time.Second)
+	window(10)
+	want("a sampled window", 100+10*10, "sampled")
 }

@@ -22,14 +22,18 @@
 //     are loaded once by the Enumerator and kept.
 //
 //   - The Collector turns listings into series. Its counters
-//     (kernel_bpf_program_run_seconds_total, _runs_total) advance only at
+//     (kernel_bpf_program_run_seconds_total, _runs_total) are exact over
+//     every interval between two listings during which statistics were on
+//     all the time (kernel.bpf_stats_enabled=1 at both, or --bpf.stats):
+//     the kernel's own counts over it (exact.go). Otherwise they advance at
 //     the end of the CPU budget's measuring windows (package budget, which
 //     calls WindowStart and WindowEnd while statistics are on): what each
 //     program ran in the window, times the time the window stands for (the
-//     time since the previous window ended) over its length. With
-//     statistics always on (--bpf.stats) the scale is 1 and windows chain.
-//     A scrape lists again (at most once a second) for the rest: info,
-//     owners, gauges, map memory.
+//     time since the previous window, or the last exact interval, ended)
+//     over its length. A scrape lists again (unless another scrape did
+//     within a second) for the rest: info, owners, gauges, map memory,
+//     and exact counts as of the scrape. Figures gives the exporter's own
+//     per-config family the same figures.
 //
 //   - Owner: the lowest-pid process holding a descriptor of the program
 //     (or of one of its links); a map no process holds takes its first

@@ -24,7 +24,14 @@ package budget
 // bounds to 60 s.
 //
 // When statistics are on all the time (--bpf.stats), the window is the
-// whole period.
+// whole period. When kernel.bpf_stats_enabled reads 1 both at the end of
+// the previous window and at the start of this one (CPUOptions.SysctlOn;
+// the sysctl reads its own setting, never our BPF_ENABLE_STATS windows),
+// or the statistics probe saw them on all that time (CPUOptions.Probe:
+// another process holds them on), the kernel counted every run in
+// between too: the window is measured from the previous one's end, so
+// the rate is the exact one over the whole period, not the sample of one
+// window.
 //
 // A detached config is re-attached after a backoff: CPUOptions.Backoff
 // (--bpf.budget-backoff, 5m) the first time, doubled at every new trip up
@@ -118,10 +125,25 @@ type CPUOptions struct {
 	// windows, so that the host pays for statistics only once). With
 	// observers the windows run even when Budget is 0.
 	Observers []Observer
+	// SysctlOn reports whether kernel.bpf_stats_enabled is 1 (nil:
+	// never); see the model above.
+	SysctlOn func() bool
+	// Probe (nil: none) tells whether statistics were on all the time
+	// between two readings, whoever held them (bpfstats.StatsProbe): a
+	// gap between windows over which it saw them on is measured as the
+	// sysctl's is.
+	Probe Probe
 	// Clock and EnableStats are for tests: nil means the real clock and
 	// ebpf.EnableStats(BPF_STATS_RUN_TIME).
 	Clock       Clock
 	EnableStats func() (io.Closer, error)
+}
+
+// Probe is bpfstats.StatsProbe as the supervisor sees it: its runs as
+// the kernel counted them (only while statistics were on) and as it
+// counted them itself, and the runs in flight a reading allows.
+type Probe interface {
+	Read() (kernelRuns, ownRuns, slack uint64, err error)
 }
 
 // Observer is told when each measuring window starts and ends; both calls
@@ -194,6 +216,15 @@ type CPU struct {
 	// The programs that ran 0 times in the last window, by config; see
 	// LastIdle.
 	lastIdle map[string][]string
+	// The previous window's end readings, when taken, and whether the
+	// sysctl was on then: the start of an exact window.
+	prevEnd     runTimes
+	prevEndRuns runCounts
+	prevEndAt   time.Time
+	prevOn      bool
+	// The probe's reading at the previous window's end (probeOK: taken).
+	probeOK               bool
+	probeKernel, probeOwn uint64
 }
 
 // trip is the backoff state of one config.
@@ -253,6 +284,8 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	s.reattachDue()
 	window, _ := s.window()
 	statsOn := s.opts.StatsOn
+	// Before our statistics go on: were they on since the last window?
+	gapOn := s.sysctlOn() && s.prevOn || s.probeOn()
 	if !s.opts.StatsOn {
 		closer, err := s.enable()
 		if err != nil {
@@ -285,11 +318,20 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	configs := s.target.Configs()
 	start, startRuns := readRunTimes(configs)
 	t0 := s.clock.Now()
+	if gapOn && s.prevEnd != nil && covers(s.prevEnd, start) {
+		// Statistics were on since the previous window ended: measure
+		// from there (exact over the whole period). A program new since
+		// (a config re-attached) makes this window a window alone.
+		start, startRuns, t0 = s.prevEnd, s.prevEndRuns, s.prevEndAt
+	}
 	if err := s.clock.Sleep(ctx, window); err != nil {
 		return nil
 	}
 	end, endRuns := readRunTimes(s.target.Configs())
-	elapsed := s.clock.Now().Sub(t0)
+	endAt := s.clock.Now()
+	elapsed := endAt.Sub(t0)
+	s.prevEnd, s.prevEndRuns, s.prevEndAt, s.prevOn = end, endRuns, endAt, s.sysctlOn()
+	s.probeMark()
 	for _, o := range s.opts.Observers {
 		o.WindowEnd(ctx, s.opts.Period, s.opts.StatsOn)
 	}
@@ -315,12 +357,50 @@ func (s *CPU) Step(ctx context.Context) map[string]float64 {
 	return rates
 }
 
+// sysctlOn reports whether kernel.bpf_stats_enabled is 1, as
+// CPUOptions.SysctlOn says (false without it, and with StatsOn, where the
+// window is the period already).
+func (s *CPU) sysctlOn() bool {
+	return !s.opts.StatsOn && s.opts.SysctlOn != nil && s.opts.SysctlOn()
+}
+
+// probeMark keeps the probe's reading at a window's end.
+func (s *CPU) probeMark() {
+	s.probeOK = false
+	if s.opts.Probe == nil || s.opts.StatsOn {
+		return
+	}
+	if k, o, _, err := s.opts.Probe.Read(); err == nil {
+		s.probeOK, s.probeKernel, s.probeOwn = true, k, o
+	}
+}
+
+// probeOn reports whether the probe saw statistics on for every one of its
+// runs since the last window's end (and ran at least once).
+func (s *CPU) probeOn() bool {
+	if !s.probeOK || s.opts.Probe == nil {
+		return false
+	}
+	k, o, slack, err := s.opts.Probe.Read()
+	return err == nil && o > s.probeOwn && k >= s.probeKernel && (k-s.probeKernel)+slack >= o-s.probeOwn
+}
+
 // runTimes are the run times read at one instant, by program; runCounts
 // the run counts.
 type (
 	runTimes  map[Program]time.Duration
 	runCounts map[Program]uint64
 )
+
+// covers reports whether a holds every program of b.
+func covers(a, b runTimes) bool {
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // readRunTimes reads the run time and count of every program of configs;
 // a program whose statistics cannot be read is left out.

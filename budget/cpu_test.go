@@ -500,3 +500,73 @@ func (c cancelAfter) Sleep(ctx context.Context, d time.Duration) error {
 	c.cancel()
 	return err
 }
+
+// With kernel.bpf_stats_enabled=1 at the end of one window and the start
+// of the next, the kernel counted every run in between: the second window
+// is measured from the first one's end, so a config that ran over its
+// budget only between windows is seen (0.364 CPU s/s over the 10 s
+// period), where a sample of the window alone sees 0.04.
+func TestSysctlOnMeasuresThePeriod(t *testing.T) {
+	for _, sysctl := range []bool{false, true} {
+		s, clk, fx, on := setup(t)
+		s.opts.SysctlOn = func() bool { return sysctl }
+		if sysctl {
+			*on = 1 // the sysctl holds statistics on
+		}
+		ctx := context.Background()
+		s.Step(ctx)
+		b := clk.progs[2]
+		b.rate = 0.4
+		_ = clk.Sleep(ctx, 9*time.Second)
+		b.rate = 0.04
+		rates := s.Step(ctx)
+		_, window, _ := s.LastRates()
+		wantRate, wantWindow := 0.04, time.Second
+		if sysctl {
+			wantRate, wantWindow = (9*0.4+0.04)/10, 10*time.Second
+		}
+		if !near(rates["b"], wantRate) || window != wantWindow {
+			t.Errorf("sysctl %v: rate b %v over %v, want %v over %v", sysctl, rates["b"], window, wantRate, wantWindow)
+		}
+		if got := slices.Contains(fx.detached, "b"); got != sysctl {
+			t.Errorf("sysctl %v: b detached %v, want %v", sysctl, got, sysctl)
+		}
+	}
+}
+
+// probeFake is a statistics probe whose kernel count follows *on.
+type probeFake struct {
+	clk  *fakeClock
+	on   *int
+	k, o uint64
+	last time.Time
+}
+
+func (p *probeFake) Read() (uint64, uint64, uint64, error) {
+	n := uint64(p.clk.now.Sub(p.last) / (20 * time.Millisecond))
+	p.last = p.clk.now
+	p.o += n
+	if *p.on > 0 {
+		p.k += n
+	}
+	return p.k, p.o, 0, nil
+}
+
+// Another process holding statistics on (the probe sees every run
+// counted): the second window is measured from the first one's end, as
+// with the sysctl.
+func TestProbeOnMeasuresThePeriod(t *testing.T) {
+	s, clk, _, on := setup(t)
+	*on = 1 // another holder
+	s.opts.Probe = &probeFake{clk: clk, on: on, last: clk.now}
+	ctx := context.Background()
+	s.Step(ctx)
+	b := clk.progs[2]
+	b.rate = 0.4
+	_ = clk.Sleep(ctx, 9*time.Second)
+	b.rate = 0.04
+	rates := s.Step(ctx)
+	if _, window, _ := s.LastRates(); !near(rates["b"], (9*0.4+0.04)/10) || window != 10*time.Second {
+		t.Errorf("rate b %v over %v, want %v over 10s", rates["b"], window, (9*0.4+0.04)/10)
+	}
+}

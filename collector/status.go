@@ -67,8 +67,8 @@ type AlternativeState struct {
 //	kernel_exporter_config_loading{config}                 1 until the config's load ends
 //	kernel_exporter_config_error_info{config,reason}       1 for a config that is down
 //	kernel_exporter_program_attached{config,program,section,alternative}
-//	kernel_exporter_program_run_seconds_total{config,program}  (kernel BPF stats)
-//	kernel_exporter_program_runs_total{config,program}         (kernel BPF stats)
+//	kernel_exporter_program_run_seconds_total{config,program}  (RunFigures)
+//	kernel_exporter_program_runs_total{config,program}         (RunFigures)
 //
 // and, for configs that are up, the scrape self-metrics of their collector
 // (scrape duration and entries read of the last read, decoder errors, series
@@ -79,11 +79,27 @@ type AlternativeState struct {
 // made valid UTF-8 (invalid bytes become U+FFFD) so that one odd name never
 // breaks the scrape.
 //
-// Run time and count come from the kernel's per-program statistics, which
-// only advance while kernel.bpf_stats_enabled is 1.
+// Run time and count are those the host BPF collector serves for the same
+// program (RunFigures: kernel_bpf_program_run_seconds_total and
+// _runs_total, exact while statistics are on all the time, else estimated
+// from the CPU budget's windows), so that one program has one figure.
+// Without it (--no-collector.bpf) they are the kernel's raw counts, which
+// advance only while run-time statistics are on.
 type Status struct {
 	mu     sync.Mutex
 	states []*State
+	// figures is RunFigures (nil: the kernel's raw counts).
+	figures func(p *ebpf.Program) (runSeconds, runs float64, ok bool)
+}
+
+// RunFigures makes the run time and count of each program those fn
+// returns (the host BPF collector's, bpfstats.Collector.ProgramFigures);
+// a program for which fn has none (not listed yet, or in the collector's
+// overflow) has no run series. nil keeps the kernel's raw counts.
+func (s *Status) RunFigures(fn func(p *ebpf.Program) (runSeconds, runs float64, ok bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.figures = fn
 }
 
 var (
@@ -96,9 +112,12 @@ var (
 	attachedDesc = prometheus.NewDesc(selfNamespace+"_program_attached",
 		"Whether a BPF program is attached to its hook; alternative is the alternatives group it was chosen from (empty: none).", []string{"config", "program", "section", "alternative"}, nil)
 	runTimeDesc = prometheus.NewDesc(selfNamespace+"_program_run_seconds_total",
-		"Time the kernel spent running a BPF program (needs kernel.bpf_stats_enabled=1).", []string{"config", "program"}, nil)
+		"Time the kernel spent running a BPF program of a config, summed over CPUs: the figure kernel_bpf_program_run_seconds_total serves for the same program "+
+			"(exact while BPF run-time statistics are on all the time, else estimated from the CPU budget's measuring windows; kernel_bpf_stats_sampled_ratio says which). "+
+			"With --no-collector.bpf, the kernel's run_time_ns as it is, which advances only while statistics are on (kernel.bpf_stats_enabled=1, --bpf.stats, or the budget's windows).", []string{"config", "program"}, nil)
 	runCountDesc = prometheus.NewDesc(selfNamespace+"_program_runs_total",
-		"Times the kernel ran a BPF program (needs kernel.bpf_stats_enabled=1).", []string{"config", "program"}, nil)
+		"Runs of a BPF program of a config: the figure kernel_bpf_program_runs_total serves for the same program (measured as kernel_exporter_program_run_seconds_total says). "+
+			"With --no-collector.bpf, the kernel's run_cnt as it is, which advances only while statistics are on.", []string{"config", "program"}, nil)
 )
 
 // Add records a config's state.
@@ -169,6 +188,9 @@ func (s *Status) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (s *Status) collect(ch chan<- prometheus.Metric, states []State) {
+	s.mu.Lock()
+	figures := s.figures
+	s.mu.Unlock()
 	for _, st := range states {
 		up, loading := 0.0, 0.0
 		switch {
@@ -193,7 +215,12 @@ func (s *Status) collect(ch chan<- prometheus.Metric, states []State) {
 			if p.Prog == nil || !p.Attached {
 				continue
 			}
-			if stats, err := p.Prog.Stats(); err == nil {
+			if figures != nil {
+				if secs, runs, ok := figures(p.Prog); ok {
+					send(ch, runTimeDesc, prometheus.CounterValue, secs, st.Name, p.Name)
+					send(ch, runCountDesc, prometheus.CounterValue, runs, st.Name, p.Name)
+				}
+			} else if stats, err := p.Prog.Stats(); err == nil {
 				send(ch, runTimeDesc, prometheus.CounterValue, stats.Runtime.Seconds(), st.Name, p.Name)
 				send(ch, runCountDesc, prometheus.CounterValue, float64(stats.RunCount), st.Name, p.Name)
 			}

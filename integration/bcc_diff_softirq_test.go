@@ -48,7 +48,9 @@ import (
 // at each mark of the first softirqs, its per-vector delta over the window
 // must match ours within max(3 + CPUs, 2%) (a run in flight per CPU at each
 // end, and the few milliseconds between the tool's read, our scrape and
-// the read of /proc/softirqs).
+// the read of /proc/softirqs). softirqs must not count more than that
+// (the window would be wrong); a softirqs below it lost runs, which is
+// logged: the test fails only when ours is wrong.
 func TestDiffSoftirq(t *testing.T) {
 	const (
 		metric    = "kernel_softirq_duration_seconds"
@@ -110,8 +112,12 @@ func TestDiffSoftirq(t *testing.T) {
 		p := procDelta[vec]
 		allowed := math.Max(3+cpus, 0.02*float64(p))
 		t.Logf("%s: /proc/softirqs +%d, ours +%d, softirqs +%d (window of the first softirqs)", vec, p, total[0], ref)
-		if math.Abs(float64(total[0])-float64(p)) > allowed || math.Abs(float64(ref)-float64(p)) > allowed {
+		if math.Abs(float64(total[0])-float64(p)) > allowed || float64(ref) > float64(p)+allowed {
 			t.Errorf("%s: /proc/softirqs counted %d runs, ours %d, softirqs %d: not within max(%.0f, 2%%)", vec, p, total[0], ref, 3+cpus)
+		} else if float64(ref) < float64(p)-allowed {
+			// The kernel's count is the truth: a softirqs below it lost
+			// runs, which is the peer's fault, not ours.
+			t.Logf("%s: softirqs counted %d runs, below /proc/softirqs' %d by more than max(%.0f, 2%%): softirqs lost %d", vec, ref, p, 3+cpus, p-ref)
 		}
 	}
 	if procDelta["NET_RX"] < 10000 {

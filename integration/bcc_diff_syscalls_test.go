@@ -192,73 +192,133 @@ func TestDiffSyscalls(t *testing.T) {
 // the same window: totals within 2%, each syscall within max(3, 2% of the
 // total) (issue 24's bucket criterion), and the storm's syscalls, made
 // steadily and only well inside the window: ours at least what the storm
-// made, and within max(3, 1% of their count) of syscount's when syscount
-// saw every storm call too (a syscount below the storm lost calls: logged).
-// It logs every syscall with a difference, and the busiest.
+// made, and within max(3, 1% of the reference). It logs every syscall with
+// a difference, and the busiest.
+//
+// The reference is syscount's count, except for a storm syscall where
+// syscount counted fewer calls than the storm provably made: syscount lost
+// calls there (its non-atomic increment; under load a -x run counted
+// 2,319,235 of the storm's 2,399,000 failed kill calls, 3.3% short, while
+// we counted 2,399,146), so the storm's own count is the reference for
+// that syscall and syscount's loss is added to its total; the loss is
+// logged. Every bound stays as it is: the test fails only when ours is
+// wrong, not when the peer is.
 //
 // Other syscalls can differ by more than 2% of their own count: the
 // machine's other processes make them in bursts (a Go program starting
 // makes hundreds of fcntl and epoll_ctl calls in a millisecond), and a
 // burst between syscount's read and our scrape, a few milliseconds apart,
 // counts in one window and not the other.
-func compareCounts(t *testing.T, what string, ours, theirs map[string]uint64, storm map[string]uint64) {
+func compareCounts(t reporter, what string, ours, theirs map[string]uint64, storm map[string]uint64) {
 	t.Helper()
+	// The reference: syscount's counts, raised to the storm's own count
+	// where syscount provably lost calls.
+	ref := map[string]uint64{}
+	for n, v := range theirs {
+		ref[n] = v
+	}
+	for n, want := range storm {
+		if theirs[n] < want {
+			t.Logf("%s: %s: syscount %d, below the storm's %d (ours %d): syscount lost at least %d calls (%.2f%%); judged against the storm's count",
+				what, n, theirs[n], want, ours[n], want-theirs[n], 100*float64(want-theirs[n])/float64(want))
+			ref[n] = want
+		}
+	}
 	names := map[string]bool{}
 	var to, tt uint64
 	for n, v := range ours {
 		names[n] = true
 		to += v
 	}
-	for n, v := range theirs {
+	for n, v := range ref {
 		names[n] = true
 		tt += v
 	}
-	var sorted []string
+	sorted := make([]string, 0, len(names))
 	for n := range names {
 		sorted = append(sorted, n)
 	}
 	sort.Slice(sorted, func(i, j int) bool {
-		return max(ours[sorted[i]], theirs[sorted[i]]) > max(ours[sorted[j]], theirs[sorted[j]])
+		return max(ours[sorted[i]], ref[sorted[i]]) > max(ours[sorted[j]], ref[sorted[j]])
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d syscalls; the busiest and every one that differs:\n%24s %10s %10s %8s\n", what, len(sorted), "syscall", "ours", "syscount", "diff")
+	fmt.Fprintf(&b, "%s: %d syscalls; the busiest and every one that differs:\n%24s %10s %10s %8s\n", what, len(sorted), "syscall", "ours", "reference", "diff")
 	worst, worstName := int64(0), ""
 	for i, n := range sorted {
-		d := int64(ours[n]) - int64(theirs[n])
+		d := int64(ours[n]) - int64(ref[n])
 		if abs64(d) > abs64(worst) {
 			worst, worstName = d, n
 		}
 		if i < 8 || d != 0 {
-			fmt.Fprintf(&b, "%24s %10d %10d %+8d\n", n, ours[n], theirs[n], d)
+			fmt.Fprintf(&b, "%24s %10d %10d %+8d\n", n, ours[n], ref[n], d)
 		}
 	}
 	t.Log(b.String())
-	t.Logf("%s: total ours %d, syscount %d (%+.3f%%); largest difference %s %+d", what, to, tt, 100*(float64(to)/float64(max(tt, 1))-1), worstName, worst)
+	t.Logf("%s: total ours %d, reference %d (%+.3f%%; syscount counted %d); largest difference %s %+d", what, to, tt, 100*(float64(to)/float64(max(tt, 1))-1), sumCounts(theirs), worstName, worst)
 	if tt == 0 || math.Abs(float64(to)-float64(tt)) > 0.02*float64(tt) {
-		t.Errorf("%s: totals ours %d, syscount %d: not within 2%%", what, to, tt)
+		t.Errorf("%s: totals ours %d, reference %d: not within 2%%", what, to, tt)
 	}
 	for _, n := range sorted {
-		if d := math.Abs(float64(ours[n]) - float64(theirs[n])); d > math.Max(3, 0.02*float64(tt)) {
-			t.Errorf("%s: %s: ours %d, syscount %d: not within max(3, 2%% of the total %d)", what, n, ours[n], theirs[n], tt)
+		if d := math.Abs(float64(ours[n]) - float64(ref[n])); d > math.Max(3, 0.02*float64(tt)) {
+			t.Errorf("%s: %s: ours %d, reference %d (syscount %d): not within max(3, 2%% of the total %d)", what, n, ours[n], ref[n], theirs[n], tt)
 		}
 	}
 	for n, want := range storm {
 		if ours[n] < want {
 			t.Errorf("%s: %s: ours %d, want >= the storm's %d", what, n, ours[n], want)
 		}
-		if theirs[n] < want {
-			// The storm's own count is the truth: a syscount below it
-			// lost calls (under load, -e runs lost up to 1.4%: 148,162 of
-			// 150,000 openat calls, while we counted 150,241). The 2%
-			// criterion above still holds it; the 1% one is for two
-			// sides that both saw every call.
-			t.Logf("%s: %s: syscount %d, below the storm's %d (ours %d): syscount lost %d calls", what, n, theirs[n], want, ours[n], want-theirs[n])
-			continue
-		}
-		if d := math.Abs(float64(ours[n]) - float64(theirs[n])); d > math.Max(3, 0.01*float64(theirs[n])) {
-			t.Errorf("%s: %s (a storm syscall): ours %d, syscount %d: not within max(3, 1%%)", what, n, ours[n], theirs[n])
+		if d := math.Abs(float64(ours[n]) - float64(ref[n])); d > math.Max(3, 0.01*float64(ref[n])) {
+			t.Errorf("%s: %s (a storm syscall): ours %d, reference %d (syscount %d, storm %d): not within max(3, 1%%)", what, n, ours[n], ref[n], theirs[n], want)
 		}
 	}
+}
+
+// reporter is what compareCounts reports through: a *testing.T, or a
+// recorder in TestCompareCountsPeerLoss.
+type reporter interface {
+	Helper()
+	Log(args ...any)
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// recorder is a reporter that keeps the errors.
+type recorder struct {
+	testing.TB
+	errors []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+// TestCompareCountsPeerLoss: with the figures of a run where syscount -x
+// lost 3.3% of the storm's failed kill calls, ours, which counted every
+// one, passes; ours short by as much fails, and so does ours 3% above the
+// storm.
+func TestCompareCountsPeerLoss(t *testing.T) {
+	storm := map[string]uint64{"kill": 2399000, "close": 1200000, "openat": 800000}
+	theirs := map[string]uint64{"kill": 2319235, "close": 1200010, "openat": 800020, "newfstatat": 900}
+	for _, tc := range []struct {
+		kill uint64
+		pass bool
+	}{{2399146, true}, {2319235, false}, {2399000 * 103 / 100, false}} {
+		ours := map[string]uint64{"kill": tc.kill, "close": 1200012, "openat": 800020, "newfstatat": 901}
+		r := &recorder{TB: t}
+		compareCounts(r, "syscount -x", ours, theirs, storm)
+		if pass := len(r.errors) == 0; pass != tc.pass {
+			t.Errorf("ours kill %d, syscount %d, storm %d: passed %v, want %v; errors: %q", tc.kill, theirs["kill"], storm["kill"], pass, tc.pass, r.errors)
+		}
+	}
+}
+
+// sumCounts is the sum of counts' values.
+func sumCounts(counts map[string]uint64) uint64 {
+	var s uint64
+	for _, v := range counts {
+		s += v
+	}
+	return s
 }
 
 // syscountUnknown is how syscount prints a number its table has no name

@@ -31,6 +31,11 @@ import (
 //	kprobe, uprobe, usdt,    perf_event_open                    CAP_PERFMON
 //	perf_event
 //
+// That is at kernel.perf_event_paranoid=2, the default. A lower setting
+// lets CAP_BPF alone open more: at 0 a CPU-wide software perf_event, at
+// -1 a tracepoint too; kprobe and uprobe PMUs need CAP_PERFMON whatever
+// the setting.
+//
 // So a tracepoint program re-links through a TracepointOpener (the
 // privileged helper of package privsep) that opens the perf event for it;
 // the other perf-event kinds re-link only if the process kept

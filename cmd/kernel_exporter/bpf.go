@@ -43,7 +43,10 @@ func (f *bpfFlags) check() error {
 // It lists through the privileged helper; without one (it did not start,
 // or --capabilities.keep=all keeps CAP_SYS_ADMIN here) it lists in this
 // process.
-func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, log *slog.Logger) *bpfstats.Collector {
+//
+// statsOn: --bpf.stats keeps statistics on for the process' life, so the
+// kernel's counts are exact.
+func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, statsOn bool, probe bpfstats.Probe, log *slog.Logger) *bpfstats.Collector {
 	if !f.on {
 		return nil
 	}
@@ -52,8 +55,21 @@ func (f *bpfFlags) collector(exp *exporter.Exporter, helper *privsep.Client, log
 		lister = bpfstats.NewEnumerator(bpfstats.Limits{})
 	}
 	return bpfstats.New(bpfstats.Options{Lister: lister, TTL: f.ttl, MaxPrograms: f.maxPrograms, MaxMaps: f.maxMaps,
-		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log,
+		Ours: bpfstats.OursFromStatus(exp.Status), Pod: podOf(exp), Logger: log, StatsOn: statsOn, Probe: probe,
 		FirstListed: func() { exporter.ReleaseMemory(log) }})
+}
+
+// statsProbe returns the statistics probe (bpfstats.StatsProbe), with
+// which the host BPF collector and the CPU budget know that another
+// process (bpftop) holds BPF run-time statistics on; nil when it cannot be
+// made (logged). Made at start, while CAP_PERFMON is held.
+func statsProbe(log *slog.Logger) bpfstats.Probe {
+	p, err := bpfstats.NewStatsProbe()
+	if err != nil {
+		log.Info("no BPF statistics probe: counts are exact only while kernel.bpf_stats_enabled is 1 or with --bpf.stats", "err", err)
+		return nil
+	}
+	return p
 }
 
 // podOf returns bpfstats.Options.Pod through the kube decoders' pod

@@ -24,6 +24,7 @@ import (
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/kernel-exporter/kernel_exporter/bpfstats"
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/exposition/otlp"
 	"github.com/kernel-exporter/kernel_exporter/loader"
@@ -123,7 +124,8 @@ func (f *serveFlags) privileges() (string, []loader.Privilege) {
 
 // cpuOptions returns the CPU budget's options.
 func (f *serveFlags) cpuOptions() budget.CPUOptions {
-	return budget.CPUOptions{Budget: f.cpuBudget, Backoff: f.cpuBackoff, Period: f.cpuPeriod, Window: f.cpuWindow, StatsOn: f.load.bpfStats}
+	return budget.CPUOptions{Budget: f.cpuBudget, Backoff: f.cpuBackoff, Period: f.cpuPeriod, Window: f.cpuWindow, StatsOn: f.load.bpfStats,
+		SysctlOn: bpfstats.SysctlStatsOn}
 }
 
 // checkFlags checks serve's flags.
@@ -248,10 +250,15 @@ func (f *serveFlags) run(e *env) int {
 		exp.Registry.MustRegister(helper)
 	}
 	// The host's BPF programs, measured over the CPU budget's windows.
-	hostBPF := f.bpf.collector(exp, helper, log)
+	probe := statsProbe(log)
+	cpuOpts.Probe = probe
+	hostBPF := f.bpf.collector(exp, helper, f.load.bpfStats, probe, log)
 	if hostBPF != nil {
 		exp.Registry.MustRegister(hostBPF)
 		cpuOpts.Observers = append(cpuOpts.Observers, hostBPF)
+		// One figure per program: the config's run series are the
+		// host collector's.
+		exp.Status.RunFigures(hostBPF.ProgramFigures())
 	}
 	if f.otlpOn {
 		p, err := otlp.New(ctx, exp.Status, exp.Registry, otlp.Options{Interval: f.otlpEvery, Timeout: f.otlpTimeout,
