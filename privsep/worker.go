@@ -273,7 +273,7 @@ func (o *realOps) load(config, digest string) (loader.Handover, func(), error) {
 		loader.ReleaseKernelTypes()
 		debug.FreeOSMemory()
 	}()
-	s := exporter.LoadSettings{BTFPath: o.settings.BTFPath, DisableAttach: o.settings.DisableAttach, AttachTo: o.settings.AttachTo[config]}
+	s := exporter.LoadSettings{BTFPath: o.settings.BTFPath, DisableAttach: o.settings.DisableAttach, AttachTo: o.settings.AttachTo[config], Allowed: o.settings.Allowed}
 	obj, err := exporter.LoadObject(src, s, digest)
 	if err != nil {
 		return loader.Handover{}, nil, err

@@ -49,6 +49,8 @@ func TestBadFlags(t *testing.T) {
 		{"--kube.node-name=Node_1", `--kube.node-name "Node_1": not a Kubernetes node name`},
 		{"--kube.kubeconfig=" + dir, "--kube.kubeconfig " + `"` + dir + `": not a regular file`},
 		{"--kube.kubeconfig=" + dir + "/none", "--kube.kubeconfig " + `"` + dir + `/none": no such file or directory`},
+		{"--config.allowed-digests-file=" + dir, "--config.allowed-digests-file: allowed digests file " + dir + ": not a regular file"},
+		{"--config.allowed-digests-file=" + file, "--config.allowed-digests-file " + file + ": line 1: not a SHA-256 digest (want 64 hexadecimal digits, optionally after \"sha256:\"; got 8 bytes)"},
 		{"--btf.path=" + dir + "/none", "--btf.path " + `"` + dir + `/none": no such file or directory`},
 		{"--config.skip-cache-size=-1", "--config.skip-cache-size -1: must be 0 to"},
 		{"--config.default-namespace=9lives", `--config.default-namespace: invalid metric namespace "9lives"`},

@@ -4,6 +4,8 @@ package kubernetes
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"os"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kernel-exporter/kernel_exporter/allowlist"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
@@ -420,6 +423,7 @@ func TestUserPrograms(t *testing.T) {
 		"--programs=none",
 		"--config.dir=/etc/kernel_exporter/configs",
 		"--config.names=alpha,mine",
+		"--config.allowed-digests-file=/etc/kernel_exporter/allowed/digests",
 		"--web.enable-lifecycle",
 		"--capabilities.keep=perfmon",
 	}
@@ -428,6 +432,21 @@ func TestUserPrograms(t *testing.T) {
 	}
 	if ds.Spec.Template.Annotations["checksum/programs"] == "" {
 		t.Error("no checksum/programs annotation: a changed ConfigMap would not roll the pods")
+	}
+	sum := sha256.Sum256(object)
+	checkAllowed(t, ds, c, []string{hex.EncodeToString(sum[:])})
+	checkMounts(t, ds.Spec.Template.Spec, c, map[string]string{
+		"btf":             "/sys/kernel/btf",
+		"tracing":         "/sys/kernel/tracing",
+		"cgroup":          "/sys/fs/cgroup",
+		"programs":        "/etc/kernel_exporter/configs",
+		"allowed-digests": "/etc/kernel_exporter/allowed",
+	})
+	// checkDigests false: no allow-list.
+	r = render(t, parseValues(t, "userPrograms: {configs: {a: 'metrics: {}'}, checkDigests: false}"))
+	ds, c = daemonSet(t, r)
+	if _, ok := ds.Spec.Template.Annotations[allowedAnnotation]; ok || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--config.allowed-digests-file") }) {
+		t.Errorf("checkDigests false: annotation %q, args %q; want neither", ds.Spec.Template.Annotations[allowedAnnotation], c.Args)
 	}
 
 	r = renderSet(t, "existing-configmap")
@@ -449,6 +468,44 @@ func TestUserPrograms(t *testing.T) {
 	}
 	if _, ok := ds.Spec.Template.Annotations["checksum/programs"]; ok {
 		t.Error("checksum/programs of a ConfigMap the chart does not render")
+	}
+	checkAllowed(t, ds, c, []string{strings.Repeat("01", 32), strings.Repeat("ab", 32)})
+}
+
+// allowedAnnotation holds the pod's allow-list of objects.
+const allowedAnnotation = "kernel-exporter/allowed-digests"
+
+// checkAllowed asserts the allow-list: the flag, the annotation (which
+// the exporter's parser reads as exactly the digests want, sorted) and the
+// downward API volume that makes it the flag's file.
+func checkAllowed(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container, want []string) {
+	t.Helper()
+	if !slices.Contains(c.Args, "--config.allowed-digests-file=/etc/kernel_exporter/allowed/digests") {
+		t.Errorf("args %q, want --config.allowed-digests-file", c.Args)
+	}
+	l, err := allowlist.Parse("annotation", []byte(ds.Spec.Template.Annotations[allowedAnnotation]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Digests(); !slices.Equal(got, want) {
+		t.Errorf("allowed digests %v, want %v", got, want)
+	}
+	var vol *corev1.Volume
+	for i, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "allowed-digests" {
+			vol = &ds.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	if vol == nil || vol.DownwardAPI == nil || len(vol.DownwardAPI.Items) != 1 || vol.DownwardAPI.Items[0].Path != "digests" ||
+		vol.DownwardAPI.Items[0].FieldRef == nil || vol.DownwardAPI.Items[0].FieldRef.FieldPath != "metadata.annotations['"+allowedAnnotation+"']" {
+		t.Errorf("allowed-digests volume %+v, want the annotation through the downward API", vol)
+	}
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || m.Name == "allowed-digests" && m.MountPath == "/etc/kernel_exporter/allowed" && m.ReadOnly
+	}
+	if !mounted {
+		t.Errorf("mounts %+v, want allowed-digests read-only at /etc/kernel_exporter/allowed", c.VolumeMounts)
 	}
 }
 
@@ -589,6 +646,8 @@ func TestSchemaRejects(t *testing.T) {
 		"resourcse: {}",
 		"image: {repo: x}",
 		"userPrograms: {configs: {'../x': 'a: b'}}",
+		"userPrograms: {allowedDigests: [abc]}",
+		"userPrograms: {allowedDigests: ['sha512:" + strings.Repeat("0", 64) + "']}",
 		"serviceMonitor: {enabled: 1}",
 	} {
 		_, err := Render(parseValues(t, doc))

@@ -4,6 +4,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -45,7 +46,7 @@ userPrograms:
     mine: f0VMRgIBAQAgbm90IHJlYWxseSBhbiBvYmplY3Qg//4=
 extraArgs: [--web.enable-lifecycle, --capabilities.keep=perfmon]
 `},
-	{"existing-configmap", "userPrograms: {existingConfigMap: my-programs, names: [b, a]}\n"},
+	{"existing-configmap", "userPrograms: {existingConfigMap: my-programs, names: [b, a], allowedDigests: [sha256:" + strings.Repeat("AB", 32) + ", '" + strings.Repeat("01", 32) + "']}\n"},
 	{"resources-tolerations", `
 resources:
   requests: {cpu: 50m, memory: 64Mi}

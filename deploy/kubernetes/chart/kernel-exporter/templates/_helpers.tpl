@@ -97,3 +97,21 @@ metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The allow-list of user programs' objects, one "<sha256>  <name>.bpf.o" line
+each: the digests of userPrograms.objects, then allowedDigests. "" without
+checkDigests or user programs.
+*/}}
+{{- define "kernel-exporter.allowedDigests" -}}
+{{- if and .Values.userPrograms.checkDigests (include "kernel-exporter.configNames" .) -}}
+{{- $lines := list -}}
+{{- range $name, $b64 := .Values.userPrograms.objects -}}
+{{- $lines = append $lines (printf "%s  %s.bpf.o" ($b64 | toString | nospace | b64dec | sha256sum) $name) -}}
+{{- end -}}
+{{- range .Values.userPrograms.allowedDigests -}}
+{{- $lines = append $lines (printf "%s  allowedDigests" (trimPrefix "sha256:" . | lower)) -}}
+{{- end -}}
+{{- printf "# The objects the exporter may load (sha256sum format).\n%s\n" (join "\n" $lines) -}}
+{{- end -}}
+{{- end -}}
