@@ -169,7 +169,9 @@ func checkFile(flag, path string) error {
 }
 
 // start prepares the process for loading: the OpenTelemetry SDK's logs
-// go to log, and --bpf.stats turns statistics on. The returned function undoes what start did.
+// go to log, RLIMIT_MEMLOCK is raised where the kernel charges BPF memory
+// to it and CAP_SYS_RESOURCE dropped (loader.PrepareMemlock), and
+// --bpf.stats turns statistics on. The returned function undoes what start did.
 func (f *loadFlags) start(log *slog.Logger) (stop func()) {
 	// The OpenTelemetry SDK reports what it cannot return to a caller (an
 	// attribute over a limit, an exporter's internal error) through its
@@ -177,6 +179,10 @@ func (f *loadFlags) start(log *slog.Logger) (stop func()) {
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("OpenTelemetry SDK", "err", err)
 	}))
+	// RLIMIT_MEMLOCK before anything loads or the helper starts (it
+	// inherits the limit); CAP_SYS_RESOURCE, used for nothing else, goes
+	// at once unless kept.
+	loader.PrepareMemlock(!f.keepAll && !f.keep.Has(loader.CapSysResource), log)
 	if !f.bpfStats {
 		return func() {}
 	}

@@ -159,7 +159,7 @@ func checkServerDaemonSet(ctx context.Context, t *testing.T, cs kubernetes.Inter
 		add = append(add, string(c))
 	}
 	slices.Sort(add)
-	if want := []string{"BPF", "DAC_READ_SEARCH", "PERFMON", "SYSLOG", "SYS_ADMIN"}; !slices.Equal(add, want) {
+	if want := []string{"BPF", "DAC_READ_SEARCH", "PERFMON", "SYSLOG", "SYS_ADMIN", "SYS_RESOURCE"}; !slices.Equal(add, want) {
 		t.Errorf("%s: capabilities.add = %v, want %v", set, add, want)
 	}
 	if len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {

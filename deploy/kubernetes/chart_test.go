@@ -253,7 +253,7 @@ func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	if got := sc.Capabilities.Drop; !slices.Equal(got, []corev1.Capability{"ALL"}) {
 		t.Errorf("capabilities.drop %v, want [ALL]", got)
 	}
-	want := []corev1.Capability{"BPF", "PERFMON", "SYS_ADMIN", "SYSLOG", "DAC_READ_SEARCH"}
+	want := []corev1.Capability{"BPF", "PERFMON", "SYS_ADMIN", "SYSLOG", "DAC_READ_SEARCH", "SYS_RESOURCE"}
 	if got := sc.Capabilities.Add; !slices.Equal(got, want) {
 		t.Errorf("capabilities.add %v, want %v", got, want)
 	}
