@@ -111,6 +111,11 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--collector.bpf=no", "--collector.bpf=no: a switch takes no value (give --collector.bpf or --no-collector.bpf)")
 	add("dump", "--collector.bpf", "--collector.bpf applies to serve, not dump")
 	cases = append(cases,
+		tc{[]string{"kube-ready", "--kube.namespace=monitoring"}, "required flag(s) '--kube.daemonset' not provided"},
+		tc{[]string{"kube-ready", "--kube.namespace=Mon", "--kube.daemonset=ke"}, `--kube.namespace "Mon": not a Kubernetes namespace name`},
+		tc{[]string{"kube-ready", "--kube.namespace=m", "--kube.daemonset=k_e"}, `--kube.daemonset "k_e": not a Kubernetes object name`},
+		tc{[]string{"kube-ready", "--kube.namespace=m", "--kube.daemonset=ke", "--timeout=2h"}, "--timeout 2h0m0s: must be more than 0 and at most 1h0m0s"},
+		tc{[]string{"kube-ready", "--kube.namespace=m", "--kube.daemonset=ke", "--kube.kubeconfig=" + dir}, "--kube.kubeconfig " + `"` + dir + `": not a regular file`},
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--otlp.metrics.interval=1ms"}, "--otlp.metrics.interval 1ms: must be"},
 		tc{[]string{"--programs=timers", "--otlp.profiles", "--otlp.profiles.interval=1ms"}, "--otlp.profiles.interval 1ms: must be"},
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--config.check"}, "--otlp.metrics applies to serve only, not --config.check"},
@@ -150,7 +155,7 @@ func TestBadFlags(t *testing.T) {
 		tc{[]string{"top", "--btf.path=/x", "bpf"}, "--btf.path applies to top <program>, not top bpf"},
 		tc{[]string{"hist", "bpf"}, `hist: no bundled program "bpf"`},
 		tc{[]string{"privileged-helper", "--programs=timers"}, "--programs applies to serve and dump, not privileged-helper"},
-		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, profile record, profile diff)`},
+		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, profile record, profile diff, kube-ready)`},
 		tc{[]string{"dupm"}, `unexpected argument "dupm" (did you mean dump?)`},
 		// profile, profile diff, top cpu and serve's --profile.*
 		tc{[]string{"top", "cpu", "--frequency=0"}, "--frequency 0: must be 1 to 999"},

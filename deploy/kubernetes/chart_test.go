@@ -112,8 +112,8 @@ func parseValues(t *testing.T, doc string) map[string]any {
 
 func TestDefaults(t *testing.T) {
 	r := renderSet(t, "defaults")
-	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}; !slices.Equal(got, want) {
-		t.Fatalf("kinds %v, want %v (Helm's install order)", got, want)
+	if got, want := r.kinds(), append([]string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}, testKinds...); !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v (Helm's install order, then helm test's)", got, want)
 	}
 	for _, o := range r.objs {
 		ns := DefaultNamespace
@@ -130,8 +130,8 @@ func TestDefaults(t *testing.T) {
 	if !pod.HostPID || !pod.HostNetwork || pod.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
 		t.Errorf("hostPID %v, hostNetwork %v, dnsPolicy %q; want true, true, ClusterFirstWithHostNet", pod.HostPID, pod.HostNetwork, pod.DNSPolicy)
 	}
-	if pod.PriorityClassName != "system-node-critical" {
-		t.Errorf("priorityClassName %q", pod.PriorityClassName)
+	if pod.PriorityClassName != "" {
+		t.Errorf("priorityClassName %q, want none (system-node-critical is quota'd to kube-system on some clusters)", pod.PriorityClassName)
 	}
 	if pod.ServiceAccountName != fullname {
 		t.Errorf("serviceAccountName %q", pod.ServiceAccountName)
@@ -316,6 +316,91 @@ func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container, want map[
 	}
 }
 
+// testKinds are the kinds of helm test's objects, last in every render.
+var testKinds = []string{"ServiceAccount", "Role", "RoleBinding", "Pod"}
+
+// TestHelmTest: helm test's pod runs kube-ready on the DaemonSet of the
+// release, as a non-root user with nothing added, under a service account
+// whose Role may get that DaemonSet and list pods in the namespace and do
+// nothing else; every object is a test hook, deleted once it passed, and
+// the pod comes after its RBAC. test.enabled false leaves them out.
+func TestHelmTest(t *testing.T) {
+	r := render(t, parseValues(t, "image: {repository: reg/ke, digest: sha256:"+strings.Repeat("ab", 32)+"}\ntest: {timeout: 90s}\nimagePullSecrets: [{name: pull}]"))
+	name := fullname + "-test"
+	weights := map[string]string{}
+	for _, o := range r.objs {
+		if o.Hook == "" {
+			continue
+		}
+		if o.Hook != "test" || o.Namespace != DefaultNamespace || o.Name != name {
+			t.Errorf("hook %s %s: hook %q, namespace %q", o.Kind, o.Name, o.Hook, o.Namespace)
+		}
+		var meta struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(o.YAML, &meta); err != nil {
+			t.Fatal(err)
+		}
+		a := meta.Metadata.Annotations
+		if a["helm.sh/hook"] != "test" || a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+			t.Errorf("%s annotations %v", o.Kind, a)
+		}
+		weights[o.Kind] = a["helm.sh/hook-weight"]
+	}
+	if weights["ServiceAccount"] != "-2" || weights["Role"] != "-2" || weights["RoleBinding"] != "-1" || weights["Pod"] != "0" {
+		t.Errorf("hook weights %v: the pod must come after its service account and RBAC", weights)
+	}
+	role := get[rbacv1.Role](t, r, "Role", name)
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{fullname}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+	}
+	if len(role.Rules) != 2 || !equalRule(role.Rules[0], want[0]) || !equalRule(role.Rules[1], want[1]) {
+		t.Errorf("Role rules %+v, want %+v", role.Rules, want)
+	}
+	bind := get[rbacv1.RoleBinding](t, r, "RoleBinding", name)
+	if bind.RoleRef.Kind != "Role" || bind.RoleRef.Name != name || len(bind.Subjects) != 1 || bind.Subjects[0].Name != name || bind.Subjects[0].Namespace != DefaultNamespace {
+		t.Errorf("RoleBinding %+v", bind)
+	}
+	pod := get[corev1.Pod](t, r, "Pod", name)
+	if pod.Spec.ServiceAccountName != name || pod.Spec.RestartPolicy != corev1.RestartPolicyNever || len(pod.Spec.Containers) != 1 ||
+		len(pod.Spec.ImagePullSecrets) != 1 || pod.Spec.ImagePullSecrets[0].Name != "pull" {
+		t.Fatalf("test pod spec %+v", pod.Spec)
+	}
+	c := pod.Spec.Containers[0]
+	wantArgs := []string{"kube-ready", "--kube.namespace=" + DefaultNamespace, "--kube.daemonset=" + fullname, "--timeout=90s"}
+	if c.Image != "reg/ke@sha256:"+strings.Repeat("ab", 32) || !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("test container image %q args %q, want the exporter's image by digest and %q", c.Image, c.Args, wantArgs)
+	}
+	psc, sc := pod.Spec.SecurityContext, c.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65534 ||
+		sc == nil || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("test pod security: pod %+v, container %+v; want non-root 65534, every capability dropped, no escalation, read-only root", psc, sc)
+	}
+	r = render(t, parseValues(t, "test: {enabled: false}"))
+	for _, o := range r.objs {
+		if o.Hook != "" {
+			t.Errorf("test.enabled false renders %s %s", o.Kind, o.Name)
+		}
+	}
+}
+
+func equalRule(a, b rbacv1.PolicyRule) bool {
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.ResourceNames, b.ResourceNames) && slices.Equal(a.Verbs, b.Verbs)
+}
+
+// TestImageDigest: image.digest replaces the tag in the DaemonSet's image.
+func TestImageDigest(t *testing.T) {
+	d := "sha256:" + strings.Repeat("0f", 32)
+	_, c := daemonSet(t, render(t, parseValues(t, "image: {repository: reg/ke, tag: v9, digest: "+d+"}")))
+	if c.Image != "reg/ke@"+d {
+		t.Errorf("image %q, want reg/ke@%s", c.Image, d)
+	}
+}
+
 // TestProgramsDefault: values.yaml's programs are the exporter's default
 // set, so the chart runs what a bare kernel_exporter runs.
 func TestProgramsDefault(t *testing.T) {
@@ -334,7 +419,7 @@ func TestProgramsDefault(t *testing.T) {
 
 func TestMonitors(t *testing.T) {
 	r := renderSet(t, "monitors")
-	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "ServiceMonitor"}; !slices.Equal(got, want) {
+	if got, want := r.kinds(), append([]string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "ServiceMonitor"}, testKinds...); !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
 	ds, _ := daemonSet(t, r)
@@ -562,7 +647,7 @@ func TestNoBTF(t *testing.T) {
 
 func TestRBACOff(t *testing.T) {
 	r := renderSet(t, "rbac-off")
-	if got, want := r.kinds(), []string{"ConfigMap", "Service", "DaemonSet"}; !slices.Equal(got, want) {
+	if got, want := r.kinds(), append([]string{"ConfigMap", "Service", "DaemonSet"}, testKinds...); !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
 	ds, _ := daemonSet(t, r)
@@ -649,6 +734,9 @@ func TestSchemaRejects(t *testing.T) {
 		"userPrograms: {allowedDigests: [abc]}",
 		"userPrograms: {allowedDigests: ['sha512:" + strings.Repeat("0", 64) + "']}",
 		"serviceMonitor: {enabled: 1}",
+		"image: {digest: latest}",
+		"image: {digest: 'sha256:" + strings.Repeat("0", 63) + "'}",
+		"test: {timeout: soon}",
 	} {
 		_, err := Render(parseValues(t, doc))
 		if err == nil {
@@ -704,7 +792,9 @@ func TestManifestIsDefaultRender(t *testing.T) {
 	if !bytes.Equal(PlainManifest(), got) {
 		t.Fatal("the embedded daemonset.yaml is stale")
 	}
-	// Every document of the file decodes strictly.
+	// Every document of the file decodes strictly; helm test's objects
+	// are not in it.
+	objs = slices.DeleteFunc(objs, func(o Object) bool { return o.Hook != "" })
 	docs := strings.Split(string(got), "\n---\n")
 	if len(docs) != len(objs)+1 {
 		t.Fatalf("%d documents after the header, want %d", len(docs)-1, len(objs))
@@ -771,13 +861,46 @@ func TestDocsListEveryValue(t *testing.T) {
 			t.Errorf("docs/kubernetes.md does not name value %s", k)
 		}
 		sub, ok := v.(map[string]any)
-		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor"}, k) {
+		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor", "test"}, k) {
 			continue
 		}
 		for k2 := range sub {
 			if !bytes.Contains(doc, []byte("`"+k+"."+k2+"`")) && !bytes.Contains(doc, []byte("."+k2+"`")) && !bytes.Contains(doc, []byte("`"+k+".*`")) {
 				t.Errorf("docs/kubernetes.md does not name value %s.%s", k, k2)
 			}
+		}
+	}
+}
+
+// TestNotes: NOTES.txt names the Pod Security Admission label the namespace
+// needs and the values that depend on the cluster, and warns when an
+// existing ConfigMap's programs would all be refused.
+func TestNotes(t *testing.T) {
+	notes, err := Notes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"kubectl label namespace monitoring pod-security.kubernetes.io/enforce=privileged",
+		"helm test kernel-exporter -n monitoring",
+		"priorityClassName is empty",
+		"image: kernel_exporter:0.1.0 must be pullable",
+		"mountBTF",
+		"SYS_RESOURCE",
+		"Port 19435 is opened on every node",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
+	t.Logf("NOTES.txt with the defaults:\n%s", notes)
+	notes, err = Notes(parseValues(t, "userPrograms: {existingConfigMap: mine, names: [a]}\npriorityClassName: system-node-critical"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"WARNING: existingConfigMap is set and allowedDigests is empty", "priorityClassName system-node-critical: it must exist"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt with existingConfigMap lacks %q:\n%s", want, notes)
 		}
 	}
 }

@@ -115,3 +115,12 @@ checkDigests or user programs.
 {{- printf "# The objects the exporter may load (sha256sum format).\n%s\n" (join "\n" $lines) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The image: <repository>@<digest> when image.digest is set, else <repository>:<tag>. */}}
+{{- define "kernel-exporter.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
