@@ -58,7 +58,11 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kubetest.Apply(ctx, c.Config, kubetest.MonitoringCRDs()); err != nil {
+	crds, err := kubetest.SplitYAML(MonitoringCRDs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kubetest.Apply(ctx, c.Config, crds); err != nil {
 		t.Fatalf("CRDs: %v", err)
 	}
 	for _, vs := range sets {
@@ -88,7 +92,7 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 		}
 		checkServerDaemonSet(ctx, t, cs, vs.Name, ns)
 		if vs.Name == "monitors" {
-			for _, r := range []string{"servicemonitors", "podmonitors"} {
+			for _, r := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
 				l, err := dyn.Resource(schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: r}).Namespace(ns).List(ctx, metav1.ListOptions{})
 				if err != nil || len(l.Items) != 1 {
 					t.Errorf("monitors: %s: %v, %v", r, l, err)
@@ -201,6 +205,8 @@ func resourceOf(kind string) string {
 		return "servicemonitors"
 	case "PodMonitor":
 		return "podmonitors"
+	case "NetworkPolicy":
+		return "networkpolicies"
 	}
 	r := []byte(kind)
 	for i, b := range r {

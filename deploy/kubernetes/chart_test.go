@@ -15,6 +15,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -419,7 +420,7 @@ func TestProgramsDefault(t *testing.T) {
 
 func TestMonitors(t *testing.T) {
 	r := renderSet(t, "monitors")
-	if got, want := r.kinds(), append([]string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "ServiceMonitor"}, testKinds...); !slices.Equal(got, want) {
+	if got, want := r.kinds(), append([]string{"ServiceAccount", "ConfigMap", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "PrometheusRule", "ServiceMonitor"}, testKinds...); !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
 	ds, _ := daemonSet(t, r)
@@ -459,10 +460,115 @@ func TestMonitors(t *testing.T) {
 		t.Errorf("pod endpoint port %v path %q interval %q", pe.Port, pe.Path, pe.Interval)
 	}
 
+	// The PrometheusRule holds deploy/prometheus' groups, recording rules
+	// first, every rule as the files have it.
+	pr := get[monitoringv1.PrometheusRule](t, r, "PrometheusRule", fullname)
+	if pr.Labels["release"] != "prom" {
+		t.Errorf("PrometheusRule labels %v", pr.Labels)
+	}
+	var want []monitoringv1.RuleGroup
+	for _, f := range []string{"../prometheus/recording.yml", "../prometheus/alerts.yml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			Groups []monitoringv1.RuleGroup `json:"groups"`
+		}
+		if err := yaml.UnmarshalStrict(b, &file); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		want = append(want, file.Groups...)
+	}
+	got, _ := yaml.Marshal(pr.Spec.Groups)
+	wantYAML, _ := yaml.Marshal(want)
+	if len(want) < 2 || !bytes.Equal(got, wantYAML) {
+		t.Errorf("PrometheusRule groups differ from deploy/prometheus' (%d groups, want %d)", len(pr.Spec.Groups), len(want))
+	}
+	var rules int
+	for _, g := range pr.Spec.Groups {
+		rules += len(g.Rules)
+	}
+	t.Logf("PrometheusRule: %d groups, %d rules", len(pr.Spec.Groups), rules)
+	// The dashboard ConfigMap holds deploy/grafana's JSON byte for byte.
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", fullname+"-dashboard")
+	dash, err := os.ReadFile("../grafana/kernel_exporter.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["kernel_exporter.json"] != string(dash) || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Kernel" {
+		t.Errorf("dashboard ConfigMap: %d bytes (want %d, equal), labels %v, annotations %v", len(cm.Data["kernel_exporter.json"]), len(dash), cm.Labels, cm.Annotations)
+	}
+
 	// A ServiceMonitor without its Service is refused.
-	_, err := Render(parseValues(t, "serviceMonitor: {enabled: true}\nservice: {enabled: false}"))
+	_, err = Render(parseValues(t, "serviceMonitor: {enabled: true}\nservice: {enabled: false}"))
 	if err == nil || !strings.Contains(err.Error(), "serviceMonitor.enabled needs service.enabled") {
 		t.Errorf("ServiceMonitor without Service: err %v", err)
+	}
+}
+
+// TestChartFilesMatchDeploy: the chart's files/ (which templates can
+// read: Helm gives them nothing outside the chart) are copies of
+// deploy/prometheus' rules and deploy/grafana's dashboard.
+func TestChartFilesMatchDeploy(t *testing.T) {
+	for copy, orig := range map[string]string{
+		"alerts.yml":           "../prometheus/alerts.yml",
+		"recording.yml":        "../prometheus/recording.yml",
+		"kernel_exporter.json": "../grafana/kernel_exporter.json",
+	} {
+		a, err := os.ReadFile(ChartDir + "/files/" + copy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s/files/%s differs from %s: cp %s deploy/kubernetes/%s/files/", ChartDir, copy, orig, strings.TrimPrefix(orig, "../"), ChartDir)
+		}
+	}
+}
+
+// TestNetworkPolicyHostIP: the NetworkPolicy admits the metrics port from
+// ingressFrom alone and, with egress rules, allows those alone; the
+// exporter listens on the node's IP from the downward API; and
+// listenOnHostIP without hostNetwork is refused.
+func TestNetworkPolicyHostIP(t *testing.T) {
+	r := renderSet(t, "network")
+	ds, c := daemonSet(t, r)
+	np := get[networkingv1.NetworkPolicy](t, r, "NetworkPolicy", fullname)
+	if !mapsEqual(np.Spec.PodSelector.MatchLabels, ds.Spec.Selector.MatchLabels) {
+		t.Errorf("NetworkPolicy selects %v, pods have %v", np.Spec.PodSelector.MatchLabels, ds.Spec.Selector.MatchLabels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+		t.Errorf("policy types %v", np.Spec.PolicyTypes)
+	}
+	in := np.Spec.Ingress
+	if len(in) != 1 || len(in[0].Ports) != 1 || in[0].Ports[0].Port.String() != "metrics" || len(in[0].From) != 1 ||
+		in[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
+		t.Errorf("ingress %+v, want the metrics port from the monitoring namespace's prometheus", in)
+	}
+	if len(np.Spec.Egress) != 1 || len(np.Spec.Egress[0].Ports) != 2 {
+		t.Errorf("egress %+v", np.Spec.Egress)
+	}
+	if c.Args[0] != "--web.listen-address=$(HOST_IP):19435" {
+		t.Errorf("args %q, want --web.listen-address=$(HOST_IP):19435 first", c.Args)
+	}
+	var hostIP bool
+	for _, e := range c.Env {
+		hostIP = hostIP || e.Name == "HOST_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP"
+	}
+	if !hostIP {
+		t.Errorf("env %+v, want HOST_IP from status.hostIP", c.Env)
+	}
+	// Without egress rules: ingress alone, egress left open.
+	np = get[networkingv1.NetworkPolicy](t, render(t, parseValues(t, "networkPolicy: {enabled: true}")), "NetworkPolicy", fullname)
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 0 {
+		t.Errorf("default NetworkPolicy %+v, want ingress to the port from anywhere, egress untouched", np.Spec)
+	}
+	if _, err := Render(parseValues(t, "listenOnHostIP: true\nhostNetwork: false")); err == nil || !strings.Contains(err.Error(), "listenOnHostIP needs hostNetwork") {
+		t.Errorf("listenOnHostIP without hostNetwork: %v", err)
 	}
 }
 
@@ -839,7 +945,7 @@ func TestMonitoringCRDs(t *testing.T) {
 		}
 		kinds = append(kinds, crd.Spec.Names.Kind)
 	}
-	if !slices.Equal(kinds, []string{monitoringv1.ServiceMonitorsKind, monitoringv1.PodMonitorsKind}) {
+	if !slices.Equal(kinds, []string{monitoringv1.ServiceMonitorsKind, monitoringv1.PodMonitorsKind, monitoringv1.PrometheusRuleKind}) {
 		t.Errorf("CRD kinds %v", kinds)
 	}
 }
@@ -861,7 +967,7 @@ func TestDocsListEveryValue(t *testing.T) {
 			t.Errorf("docs/kubernetes.md does not name value %s", k)
 		}
 		sub, ok := v.(map[string]any)
-		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor", "test"}, k) {
+		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor", "test", "prometheusRule", "grafanaDashboard", "networkPolicy"}, k) {
 			continue
 		}
 		for k2 := range sub {

@@ -254,8 +254,9 @@ func Manifest(objs []Object) []byte {
 func PlainManifest() []byte { return bytes.Clone(manifest) }
 
 // MonitoringCRDs returns testdata/monitoring-crds.yaml: minimal
-// CustomResourceDefinitions of prometheus-operator's ServiceMonitor and
-// PodMonitor (monitoring.coreos.com/v1, every field preserved unchecked),
+// CustomResourceDefinitions of prometheus-operator's ServiceMonitor,
+// PodMonitor and PrometheusRule (monitoring.coreos.com/v1, every field
+// preserved unchecked),
 // so that an API server without prometheus-operator accepts the monitors
 // the chart renders. They are for tests only, not for a cluster that runs
 // prometheus-operator, which installs the real ones.

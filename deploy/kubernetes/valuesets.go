@@ -34,6 +34,24 @@ serviceMonitor:
 podMonitor:
   enabled: true
   interval: 15s
+prometheusRule:
+  enabled: true
+  labels: {release: prom}
+grafanaDashboard:
+  enabled: true
+  annotations: {grafana_folder: Kernel}
+`},
+	{"network", `
+listenOnHostIP: true
+networkPolicy:
+  enabled: true
+  ingressFrom:
+    - namespaceSelector:
+        matchLabels: {kubernetes.io/metadata.name: monitoring}
+      podSelector:
+        matchLabels: {app.kubernetes.io/name: prometheus}
+  egress:
+    - ports: [{port: 443, protocol: TCP}, {port: 6443, protocol: TCP}]
 `},
 	{"host-network-off", "hostNetwork: false\nport: 9999\n"},
 	{"user-programs", `
@@ -101,7 +119,7 @@ serviceMonitor:
 }
 
 // ValueSets returns the value sets this package's tests render and check
-// (defaults, monitors, host-network-off, user-programs, existing-configmap,
+// (defaults, monitors, network, host-network-off, user-programs, existing-configmap,
 // resources-tolerations, no-btf, rbac-off, web-config, existing-secret), in that
 // order, for tests that apply them elsewhere (a real API server). Each
 // call returns new maps.
