@@ -95,6 +95,8 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--web.max-connections=0", "--web.max-connections 0: must be 1 to 1048576")
 	add("serve", "--web.max-connections-per-address=0", "--web.max-connections-per-address 0: must be 1 to 1048576")
 	add("serve", "--web.max-header-bytes=100", "--web.max-header-bytes 100: must be 8192 to 1048576")
+	add("serve", "--web.health-address=0.0.0.0:19436", `--web.health-address "0.0.0.0:19436": not a loopback IP address`)
+	add("serve", "--web.health-address=19436", `--web.health-address "19436": want <loopback IP>:<port>`)
 	add("serve", "--web.listen-address=nowhere", `--web.listen-address "nowhere": want host:port`)
 	add("serve", "--web.listen-address=:nosuchport", `--web.listen-address ":nosuchport": want host:port`)
 	add("serve", "--web.listen-address=fd://3", "--web.listen-address fd://3: of cloudflare/ebpf_exporter's fd://<n> addresses only fd://0")

@@ -191,8 +191,12 @@ func checkServerDaemonSet(ctx context.Context, t *testing.T, cs kubernetes.Inter
 	if set == "web-config" {
 		scheme = corev1.URISchemeHTTPS
 	}
-	checkProbe(t, set+": liveness", spec.Containers[0].LivenessProbe, "/-/healthy", scheme)
-	checkProbe(t, set+": readiness", spec.Containers[0].ReadinessProbe, "/-/ready", scheme)
+	if set == "loopback-probes" {
+		checkLoopbackProbes(t, spec.Containers[0])
+	} else {
+		checkProbe(t, set+": liveness", spec.Containers[0].LivenessProbe, "/-/healthy", scheme)
+		checkProbe(t, set+": readiness", spec.Containers[0].ReadinessProbe, "/-/ready", scheme)
+	}
 	if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		t.Errorf("%s: update strategy %q", set, ds.Spec.UpdateStrategy.Type)
 	}

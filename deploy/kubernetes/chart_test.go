@@ -823,6 +823,38 @@ func TestWebConfig(t *testing.T) {
 	}
 }
 
+// TestLoopbackProbes: probes.loopbackPort passes --web.health-address on
+// the loopback and points both probes at it over plain HTTP with no
+// headers, even with webConfig; it is refused without hostNetwork and
+// with httpHeaders (credentials it makes needless).
+func TestLoopbackProbes(t *testing.T) {
+	_, c := daemonSet(t, renderSet(t, "loopback-probes"))
+	if !slices.Contains(c.Args, "--web.health-address=127.0.0.1:19436") || !slices.Contains(c.Args, "--web.config.file=/etc/kernel_exporter/web/web-config.yml") {
+		t.Errorf("args %q, want --web.health-address=127.0.0.1:19436 beside the web config", c.Args)
+	}
+	checkLoopbackProbes(t, c)
+	for doc, want := range map[string]string{
+		"probes: {loopbackPort: 19436}\nhostNetwork: false":                                      "probes.loopbackPort needs hostNetwork",
+		"probes: {loopbackPort: 19436, httpHeaders: [{name: Authorization, value: Basic eDp5}]}": "remove probes.httpHeaders",
+	} {
+		if _, err := Render(parseValues(t, doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", doc, err, want)
+		}
+	}
+}
+
+// checkLoopbackProbes asserts both probes on 127.0.0.1:19436 over HTTP,
+// without headers.
+func checkLoopbackProbes(t *testing.T, c corev1.Container) {
+	t.Helper()
+	for path, p := range map[string]*corev1.Probe{"/-/healthy": c.LivenessProbe, "/-/ready": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Host != "127.0.0.1" || p.HTTPGet.Port.IntValue() != 19436 || p.HTTPGet.Scheme != corev1.URISchemeHTTP ||
+			p.HTTPGet.Path != path || len(p.HTTPGet.HTTPHeaders) != 0 {
+			t.Errorf("probe of %s: %+v, want GET http://127.0.0.1:19436%s without headers", path, p, path)
+		}
+	}
+}
+
 // TestSchemaRejects: values.schema.json refuses values of the wrong type or
 // unknown keys, as helm install does, and strict decoding refuses a field
 // a Kubernetes type lacks.
@@ -843,6 +875,7 @@ func TestSchemaRejects(t *testing.T) {
 		"image: {digest: latest}",
 		"image: {digest: 'sha256:" + strings.Repeat("0", 63) + "'}",
 		"test: {timeout: soon}",
+		"probes: {loopbackPort: 70000}",
 	} {
 		_, err := Render(parseValues(t, doc))
 		if err == nil {

@@ -116,11 +116,13 @@ serviceMonitor:
     password: {name: scrape-auth, key: password}
 `},
 	{"existing-secret", "webConfig: {enabled: true, existingSecret: my-web}\n"},
+	{"loopback-probes", "webConfig: {enabled: true, existingSecret: my-web}\nprobes: {loopbackPort: 19436}\n"},
 }
 
 // ValueSets returns the value sets this package's tests render and check
 // (defaults, monitors, network, host-network-off, user-programs, existing-configmap,
-// resources-tolerations, no-btf, rbac-off, web-config, existing-secret), in that
+// resources-tolerations, no-btf, rbac-off, web-config, existing-secret,
+// loopback-probes), in that
 // order, for tests that apply them elsewhere (a real API server). Each
 // call returns new maps.
 func ValueSets() ([]ValueSet, error) {
