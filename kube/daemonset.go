@@ -52,7 +52,8 @@ func (r Rollout) String() string {
 // daemonSet is what CheckDaemonSet reads of an apps/v1 DaemonSet.
 type daemonSet struct {
 	Metadata struct {
-		Generation int64 `json:"generation"`
+		UID        string `json:"uid"`
+		Generation int64  `json:"generation"`
 	} `json:"metadata"`
 	Spec struct {
 		Selector struct {
@@ -73,6 +74,11 @@ type podList struct {
 		Metadata struct {
 			Name              string  `json:"name"`
 			DeletionTimestamp *string `json:"deletionTimestamp"`
+			OwnerReferences   []struct {
+				Kind       string `json:"kind"`
+				UID        string `json:"uid"`
+				Controller bool   `json:"controller"`
+			} `json:"ownerReferences"`
 		} `json:"metadata"`
 		Spec struct {
 			NodeName string `json:"nodeName"`
@@ -90,7 +96,8 @@ type podList struct {
 }
 
 // CheckDaemonSet reads the DaemonSet name in namespace and its pods (those
-// of its selector's matchLabels) from the API server of cfg, which needs
+// of its selector's matchLabels that it controls: ownerReferences) from
+// the API server of cfg, which needs
 // get on daemonsets and list on pods there. Each answer is bounded
 // (64 MiB) and the whole call by ctx and a one-minute client timeout.
 // Errors: the API server's (with its status and message), or a DaemonSet
@@ -144,6 +151,14 @@ func CheckDaemonSet(ctx context.Context, cfg *Config, namespace, name string) (R
 		return r, err
 	}
 	for _, p := range pods.Items {
+		// Only the DaemonSet's own pods: others may carry its labels.
+		owned := false
+		for _, o := range p.Metadata.OwnerReferences {
+			owned = owned || o.Controller && o.Kind == "DaemonSet" && o.UID == ds.Metadata.UID
+		}
+		if !owned {
+			continue
+		}
 		node := p.Spec.NodeName
 		if node == "" {
 			node = "(no node)"

@@ -17,10 +17,11 @@ import (
 // (escaped), then the same DaemonSet with every pod ready; and an API
 // error with its status and message.
 func TestCheckDaemonSet(t *testing.T) {
-	ds := `{"metadata":{"generation":3},"spec":{"selector":{"matchLabels":{"app.kubernetes.io/name":"kernel-exporter","app.kubernetes.io/instance":"ke"}}},
+	ds := `{"metadata":{"uid":"u1","generation":3},"spec":{"selector":{"matchLabels":{"app.kubernetes.io/name":"kernel-exporter","app.kubernetes.io/instance":"ke"}}},
 "status":{"observedGeneration":3,"desiredNumberScheduled":2,"updatedNumberScheduled":2,"numberReady":%READY%}}`
-	ready := `{"metadata":{"name":"ke-a"},"spec":{"nodeName":"node-a"},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}`
-	notReady := `{"metadata":{"name":"ke-b"},"spec":{"nodeName":"node-b"},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"False","reason":"ContainersNotReady","message":"containers with unready status: [kernel-exporter]\u001b[2J"}]}}`
+	owner := `"ownerReferences":[{"kind":"DaemonSet","uid":"u1","controller":true}]`
+	ready := `{"metadata":{"name":"ke-a",` + owner + `},"spec":{"nodeName":"node-a"},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}`
+	notReady := `{"metadata":{"name":"ke-b",` + owner + `},"spec":{"nodeName":"node-b"},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"False","reason":"ContainersNotReady","message":"containers with unready status: [kernel-exporter]\u001b[2J"}]}}`
 	readyB := strings.Replace(strings.Replace(ready, "ke-a", "ke-b", 1), "node-a", "node-b", 1)
 	var pods, nready string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -44,7 +45,10 @@ func TestCheckDaemonSet(t *testing.T) {
 	defer srv.Close()
 	cfg := &Config{Host: srv.URL, BearerToken: "tok"}
 
-	pods, nready = ready+","+notReady, "1"
+	// A pod with the labels but not the DaemonSet's (helm test's) is not
+	// counted.
+	other := `{"metadata":{"name":"ke-test"},"spec":{"nodeName":"node-c"},"status":{"phase":"Pending"}}`
+	pods, nready = ready+","+notReady+","+other, "1"
 	r, err := CheckDaemonSet(context.Background(), cfg, "monitoring", "ke")
 	if err != nil {
 		t.Fatal(err)

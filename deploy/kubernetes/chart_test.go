@@ -370,6 +370,14 @@ func TestHelmTest(t *testing.T) {
 		len(pod.Spec.ImagePullSecrets) != 1 || pod.Spec.ImagePullSecrets[0].Name != "pull" {
 		t.Fatalf("test pod spec %+v", pod.Spec)
 	}
+	ds, _ := daemonSet(t, r)
+	matches := true
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		matches = matches && pod.Labels[k] == v
+	}
+	if matches || pod.Labels["app.kubernetes.io/component"] != "test" {
+		t.Errorf("test pod labels %v match the DaemonSet's selector %v: the DaemonSet, Service and monitors would take it for an exporter", pod.Labels, ds.Spec.Selector.MatchLabels)
+	}
 	c := pod.Spec.Containers[0]
 	wantArgs := []string{"kube-ready", "--kube.namespace=" + DefaultNamespace, "--kube.daemonset=" + fullname, "--timeout=90s"}
 	if c.Image != "reg/ke@sha256:"+strings.Repeat("ab", 32) || !slices.Equal(c.Args, wantArgs) {

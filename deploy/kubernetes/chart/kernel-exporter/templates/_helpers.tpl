@@ -124,3 +124,18 @@ checkDigests or user programs.
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The labels of helm test's objects: the chart's, but not its selector's
+(the DaemonSet, the Service and the monitors must not take the test pod
+for an exporter).
+*/}}
+{{- define "kernel-exporter.testLabels" -}}
+app.kubernetes.io/name: {{ include "kernel-exporter.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: test
+app.kubernetes.io/part-of: kernel-exporter
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
