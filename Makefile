@@ -131,7 +131,7 @@ RUN_ARGS  ?=
 # Nothing is installed with its Recommends (tools/install-debs.sh): what the
 # tests need is named, ca-certificates (Go modules over HTTPS) and kmod
 # (modprobe, for kernels that load veth and friends as modules) included.
-TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc libc6-dev systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc etcd-server python3-minimal pci.ids libbpf-tools bpftool debootstrap systemd-container
+TEST_DEBS := ca-certificates kmod clang-19 llvm-19 libbpf-dev prometheus iptables ethtool iproute2 util-linux gcc libc6-dev systemtap-sdt-dev busybox-static systemd openssl chromium tmux podman runc skopeo etcd-server python3-minimal pci.ids libbpf-tools bpftool debootstrap systemd-container
 # QEMU for the kernel matrix (headless: no GUI libraries, as nothing is
 # installed with its Recommends).
 QEMU_DEBS := qemu-system-x86

@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kernel-exporter/kernel_exporter/allowlist"
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
@@ -85,6 +86,10 @@ type Options struct {
 	// (--config.default-namespace; "ebpf_exporter" with
 	// --compat.ebpf-exporter); empty: config.DefaultNamespace.
 	DefaultNamespace string
+	// Allowed lists the digests of the user programs' objects that may
+	// load (--config.allowed-digests-file), at start and at every reload;
+	// nil allows every object. Bundled programs are not checked.
+	Allowed *allowlist.List
 }
 
 // ObjectLoader loads and attaches a config's object in another process
@@ -460,7 +465,7 @@ type prepared struct {
 // privsep: feature probes need the loading capabilities).
 func (e *Exporter) prepare(src Source, env *decoder.Env, remote bool) (*prepared, error) {
 	opts := e.opts
-	cfg, data, dg, err := read(src)
+	cfg, data, dg, err := read(src, opts.Allowed)
 	if err != nil {
 		return nil, err
 	}
@@ -573,18 +578,20 @@ type LoadSettings struct {
 	BTFPath       string
 	DisableAttach []string
 	AttachTo      []string
+	Allowed       *allowlist.List
 }
 
 // LoadObject is the part of a config's load that needs the loading
 // capabilities, for the privileged helper (package privsep) to run for a
 // reload: it reads src as the exporter does (bounded; bundled programs
-// from the binary), checks that what it read is want (a SourceDigest;
+// from the binary; a user program's object refused when s.Allowed does
+// not list its digest), checks that what it read is want (a SourceDigest;
 // "" checks nothing), applies the attach_to overrides, parses the object
 // and loads and attaches it (loader.Load). Errors: the read's and
 // parse's (naming the file), the load's (led by the object's path), or a
 // digest that differs (the files changed since the exporter read them).
 func LoadObject(src Source, s LoadSettings, want string) (*loader.Object, error) {
-	cfg, data, dg, err := read(src)
+	cfg, data, dg, err := read(src, s.Allowed)
 	if err != nil {
 		return nil, err
 	}
@@ -608,8 +615,10 @@ func LoadObject(src Source, s LoadSettings, want string) (*loader.Object, error)
 }
 
 // read returns the parsed config, the object bytes of a source, and the
-// SourceDigest of the bytes read.
-func read(src Source) (*config.Config, []byte, string, error) {
+// SourceDigest of the bytes read. A user program's object whose SHA-256
+// allowed does not list is refused (allowlist.List.Check; nil allows all),
+// with the config.
+func read(src Source, allowed *allowlist.List) (*config.Config, []byte, string, error) {
 	if src.Dir == "" {
 		file := src.Name + ".yaml"
 		y, err := fs.ReadFile(programs.FS, file)
@@ -638,6 +647,9 @@ func read(src Source) (*config.Config, []byte, string, error) {
 			return cfg, nil, "", fmt.Errorf("%s: BPF object %s not found", cfg.File, filepath.Clean(cfg.Object))
 		}
 		return cfg, nil, "", fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	if err := allowed.Check(filepath.Clean(cfg.Object), obj); err != nil {
+		return cfg, nil, "", err
 	}
 	return cfg, obj, SourceDigest(y, obj), nil
 }

@@ -127,17 +127,24 @@ func (s *apiSource) get(ctx context.Context, c *http.Client, q url.Values) (*htt
 		return nil, err
 	}
 	req.Header = s.header.Clone()
+	return do(c, s.cfg, req)
+}
+
+// do authenticates req as cfg says and sends it with c; it returns the
+// response when its status is 200, otherwise an error with the status and
+// the API server's message (ErrExpired for 410).
+func do(c *http.Client, cfg *Config, req *http.Request) (*http.Response, error) {
 	switch {
-	case s.cfg.BearerTokenFile != "":
-		tok, err := bounded.ReadFile(s.cfg.BearerTokenFile, "Kubernetes token", MaxKubeconfig)
+	case cfg.BearerTokenFile != "":
+		tok, err := bounded.ReadFile(cfg.BearerTokenFile, "Kubernetes token", MaxKubeconfig)
 		if err != nil {
 			return nil, err
 		}
 		req.Header.Set("Authorization", "Bearer "+string(bytes.TrimSpace(tok)))
-	case s.cfg.BearerToken != "":
-		req.Header.Set("Authorization", "Bearer "+s.cfg.BearerToken)
-	case s.cfg.Username != "":
-		req.SetBasicAuth(s.cfg.Username, s.cfg.Password)
+	case cfg.BearerToken != "":
+		req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
+	case cfg.Username != "":
+		req.SetBasicAuth(cfg.Username, cfg.Password)
 	}
 	resp, err := c.Do(req)
 	if err != nil {

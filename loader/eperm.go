@@ -88,7 +88,7 @@ func permissionError(spec *ebpf.CollectionSpec, err error) (_ error, lacking boo
 	if _, v, verr := KernelRelease(); verr == nil && v.Less(memcgSince) {
 		var lim unix.Rlimit
 		if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil {
-			return &causeError{fmt.Sprintf("load: %s: %s: kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK, which is %s bytes here (raise it: LimitMEMLOCK=infinity in the unit, or CAP_SYS_RESOURCE)", msg, op, rlimitText(lim.Cur)), err}, false
+			return &causeError{fmt.Sprintf("load: %s: %s: kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK, which is %s bytes here (two fixes: raise the hard limit, as LimitMEMLOCK=infinity in a systemd unit or podman --ulimit memlock=-1:-1 do, or grant CAP_SYS_RESOURCE, as the Helm chart does, for the exporter to raise it at start)", msg, op, rlimitText(lim.Cur)), err}, false
 		}
 	}
 	return &causeError{fmt.Sprintf("load: %s: %s was refused although this process holds %s: a security module (SELinux, AppArmor, the BPF LSM) or a seccomp filter forbids it", msg, op, need), err}, false

@@ -128,6 +128,7 @@ func FuzzParseArgs(f *testing.F) {
 	f.Add([]byte("source=timers=\x00source=rl=/etc/x\x00attach-to=rl=p=vfs_read\x00disable=kprobe\x00btf=/b"))
 	f.Add([]byte("source=../x=/d"))
 	f.Add([]byte("attach-to=a=b"))
+	f.Add([]byte("allow-list=f\x00allow=" + strings.Repeat("0a", 32)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		args := strings.Split(string(b), "\x00")
 		s, err := ParseArgs(args)
@@ -146,7 +147,8 @@ func FuzzParseArgs(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-parse of %q: %v", s.Args(), err)
 		}
-		if len(again.Sources) != len(s.Sources) || again.BTFPath != s.BTFPath || len(again.DisableAttach) != len(s.DisableAttach) {
+		if len(again.Sources) != len(s.Sources) || again.BTFPath != s.BTFPath || len(again.DisableAttach) != len(s.DisableAttach) ||
+			(again.Allowed == nil) != (s.Allowed == nil) || len(again.Allowed.Digests()) != len(s.Allowed.Digests()) {
 			t.Fatalf("round trip %+v -> %+v", s, again)
 		}
 	})

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/allowlist"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
 	"github.com/kernel-exporter/kernel_exporter/internal/proctest"
@@ -207,12 +208,26 @@ func TestSettingsArgs(t *testing.T) {
 		DisableAttach: []string{"kprobe"},
 		BTFPath:       "/tmp/vmlinux",
 	}
+	allowed, err := allowlist.FromDigests("--config.allowed-digests-file /a=b", []string{strings.Repeat("ab", 32), strings.Repeat("0", 64)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Allowed = allowed
 	got, err := ParseArgs(s.Args())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got.Sources, s.Sources) || got.BTFPath != s.BTFPath || !slices.Equal(got.DisableAttach, s.DisableAttach) || !slices.Equal(got.AttachTo["rl"], s.AttachTo["rl"]) {
+	if !slices.Equal(got.Sources, s.Sources) || got.BTFPath != s.BTFPath || !slices.Equal(got.DisableAttach, s.DisableAttach) || !slices.Equal(got.AttachTo["rl"], s.AttachTo["rl"]) ||
+		!slices.Equal(got.Allowed.Digests(), s.Allowed.Digests()) || got.Allowed.Source() != s.Allowed.Source() {
 		t.Errorf("round trip: %+v, want %+v", got, s)
+	}
+	// No allow-list stays none; an empty one stays one that allows nothing.
+	if got, err := ParseArgs(Settings{}.Args()); err != nil || got.Allowed != nil {
+		t.Errorf("no allow-list: %+v, %v; want Allowed nil", got.Allowed, err)
+	}
+	empty, _ := allowlist.FromDigests("f", nil)
+	if got, err := ParseArgs(Settings{Allowed: empty}.Args()); err != nil || got.Allowed == nil || len(got.Allowed.Digests()) != 0 {
+		t.Errorf("empty allow-list: %+v, %v; want an empty list", got.Allowed, err)
 	}
 	for _, a := range s.Args() {
 		if strings.HasPrefix(a, "-") {
@@ -222,6 +237,7 @@ func TestSettingsArgs(t *testing.T) {
 	for _, bad := range [][]string{
 		{"source=../x=/d"}, {"source=a=/d", "source=a=/e"}, {"attach-to=b=f"}, {"disable=bogus"},
 		{"btf="}, {"mount=/"}, {"source"}, {"source=a\x00=/d"},
+		{"allow=" + strings.Repeat("0", 64)}, {"allow-list=f", "allow=#" + strings.Repeat("0", 63)}, {"allow-list=f", "allow=x"},
 	} {
 		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("ParseArgs(%q) accepted", bad)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kernel-exporter/kernel_exporter/allowlist"
 	"github.com/kernel-exporter/kernel_exporter/config"
 	"github.com/kernel-exporter/kernel_exporter/exporter"
 	"github.com/kernel-exporter/kernel_exporter/loader"
@@ -26,6 +27,10 @@ type Settings struct {
 	AttachTo      map[string][]string
 	DisableAttach []string
 	BTFPath       string
+	// Allowed is --config.allowed-digests-file's list, nil when not
+	// given: the worker refuses what it does not list, as the exporter
+	// does.
+	Allowed *allowlist.List
 }
 
 // Argument keys.
@@ -35,6 +40,8 @@ const (
 	argAttach  = "attach-to"
 	argDisable = "disable"
 	argBTF     = "btf"
+	argAllow   = "allow-list"
+	argDigest  = "allow"
 )
 
 // Bounds of the arguments.
@@ -45,7 +52,9 @@ const (
 
 // Args encodes s as the helper's arguments: "source=<name>=<dir>" per
 // config (dir empty for a bundled program), "attach-to=<name>=<value>",
-// "disable=<kind>", "btf=<path>". None starts with "-".
+// "disable=<kind>", "btf=<path>", and with an allow-list
+// "allow-list=<source>" then "allow=<sha256 hex>" per digest. None starts
+// with "-".
 func (s Settings) Args() []string {
 	var out []string
 	for _, src := range s.Sources {
@@ -67,6 +76,12 @@ func (s Settings) Args() []string {
 	if s.BTFPath != "" {
 		out = append(out, argBTF+"="+s.BTFPath)
 	}
+	if s.Allowed != nil {
+		out = append(out, argAllow+"="+s.Allowed.Source())
+		for _, d := range s.Allowed.Digests() {
+			out = append(out, argDigest+"="+d)
+		}
+	}
 	return out
 }
 
@@ -74,9 +89,12 @@ func (s Settings) Args() []string {
 // more than 4096 arguments or one longer than 4096 bytes, an unknown
 // key, a config name that fails config.CheckName or is given twice, an
 // attach_to override for a config not given, an unknown attach kind, a
-// value holding a NUL byte.
+// value holding a NUL byte, a digest that is not one (or comes before
+// allow-list).
 func ParseArgs(args []string) (Settings, error) {
 	var s Settings
+	var digests []string
+	allowSource, allowSet := "", false
 	if len(args) > maxArgs {
 		return s, fmt.Errorf("%d arguments: more than %d", len(args), maxArgs)
 	}
@@ -126,9 +144,23 @@ func ParseArgs(args []string) (Settings, error) {
 				return s, errors.New("btf: empty path")
 			}
 			s.BTFPath = val
+		case argAllow:
+			allowSource, allowSet = val, true
+		case argDigest:
+			if !allowSet {
+				return s, errors.New("allow before allow-list")
+			}
+			digests = append(digests, val)
 		default:
 			return s, fmt.Errorf("unknown argument %q", excerpt(key))
 		}
+	}
+	if allowSet {
+		l, err := allowlist.FromDigests(allowSource, digests)
+		if err != nil {
+			return s, fmt.Errorf("allow: %s", cut(printable(err.Error()), 160))
+		}
+		s.Allowed = l
 	}
 	return s, nil
 }

@@ -28,12 +28,13 @@ import (
 // (kaddrs from /proc/kallsyms), CAP_DAC_READ_SEARCH (tracefs, mode 0700
 // root; config files and probe targets the user cannot read),
 // CAP_SYS_ADMIN (BPF_ENABLE_STATS for the CPU budget, mounting tracefs),
-// CAP_NET_ADMIN (xdp programs) and CAP_SYS_RESOURCE (RLIMIT_MEMLOCK on
-// kernels before 5.11).
+// and CAP_NET_ADMIN (xdp programs). Not CAP_SYS_RESOURCE: the exporter
+// raised RLIMIT_MEMLOCK at start where the kernel charges BPF memory to it
+// (loader.PrepareMemlock), before starting the helper, which inherits the
+// raised limit.
 const HelperCapabilities = loader.CapSet(1)<<loader.CapBPF | loader.CapSet(1)<<loader.CapPerfmon |
 	loader.CapSet(1)<<loader.CapSyslog | loader.CapSet(1)<<loader.CapDacReadSearch |
-	loader.CapSet(1)<<loader.CapSysAdmin | loader.CapSet(1)<<loader.CapNetAdmin |
-	loader.CapSet(1)<<loader.CapSysResource
+	loader.CapSet(1)<<loader.CapSysAdmin | loader.CapSet(1)<<loader.CapNetAdmin
 
 // socketFD is a helper's end of its socketpair: file descriptor 3.
 const socketFD = 3
@@ -273,7 +274,7 @@ func (o *realOps) load(config, digest string) (loader.Handover, func(), error) {
 		loader.ReleaseKernelTypes()
 		debug.FreeOSMemory()
 	}()
-	s := exporter.LoadSettings{BTFPath: o.settings.BTFPath, DisableAttach: o.settings.DisableAttach, AttachTo: o.settings.AttachTo[config]}
+	s := exporter.LoadSettings{BTFPath: o.settings.BTFPath, DisableAttach: o.settings.DisableAttach, AttachTo: o.settings.AttachTo[config], Allowed: o.settings.Allowed}
 	obj, err := exporter.LoadObject(src, s, digest)
 	if err != nil {
 		return loader.Handover{}, nil, err

@@ -141,6 +141,12 @@ type Options struct {
 	// /-/ready (503 until it is closed); /-/healthy is 200 while serving.
 	Reload          func(context.Context) error
 	EnableLifecycle bool
+	// HealthAddress (--web.health-address), when not empty, is a
+	// loopback address (127.0.0.0/8 or [::1], with a port) on which a
+	// second listener serves /-/healthy and /-/ready alone, over plain
+	// HTTP without the web config's authentication, for probes that
+	// should carry no credentials (a kubelet's, with hostNetwork).
+	HealthAddress string
 	// Handlers are more handlers, by path (package profile's /profile/cpu
 	// and /profile/offcpu with --profile.enable), served behind the same
 	// TLS, authentication and connection limits as the metrics. A path
@@ -151,14 +157,19 @@ type Options struct {
 // Server is the exporter's HTTP server: the landing page, metrics and,
 // when enabled, pprof, on listeners bound before any config loads.
 type Server struct {
-	HTTP      *http.Server
-	flags     *toolkit.FlagConfig
-	log       *slog.Logger
-	listeners []net.Listener
-	maxConns  int
-	perAddr   int
-	limits    limitMetrics
-	rejected  *prometheus.CounterVec
+	HTTP *http.Server
+	// health serves /-/healthy and /-/ready on healthAddr (HealthAddress)
+	// when set; healthL is its listener.
+	health     *http.Server
+	healthAddr string
+	healthL    net.Listener
+	flags      *toolkit.FlagConfig
+	log        *slog.Logger
+	listeners  []net.Listener
+	maxConns   int
+	perAddr    int
+	limits     limitMetrics
+	rejected   *prometheus.CounterVec
 }
 
 // CheckMetricsPath returns an error naming the flag and value unless p is a
@@ -210,6 +221,9 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	}
 	if opts.MaxHeaderBytes < MinMaxHeaderBytes || opts.MaxHeaderBytes > MaxMaxHeaderBytes {
 		return nil, fmt.Errorf("--web.max-header-bytes %d: must be %d to %d", opts.MaxHeaderBytes, MinMaxHeaderBytes, MaxMaxHeaderBytes)
+	}
+	if err := CheckHealthAddress(opts.HealthAddress); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -280,8 +294,51 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	rejected.WithLabelValues("wrong")
 	rejected.WithLabelValues("rate_limited")
 	limits := limitMetrics{EvictedNew: evicted.WithLabelValues("new"), EvictedIdle: evicted.WithLabelValues("idle"), Refused: refused}
-	return &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, perAddr: opts.MaxConnectionsPerAddress,
-		limits: limits, rejected: rejected}, nil
+	out := &Server{HTTP: srv, flags: flags, log: log, maxConns: opts.MaxConnections, perAddr: opts.MaxConnectionsPerAddress,
+		limits: limits, rejected: rejected}
+	if opts.HealthAddress != "" {
+		hmux := http.NewServeMux()
+		hmux.HandleFunc(HealthyPath, healthy)
+		hmux.HandleFunc(ReadyPath, ready(opts.Loaded))
+		out.healthAddr = opts.HealthAddress
+		out.health = &http.Server{
+			Handler:           hmux,
+			ReadHeaderTimeout: ReadHeaderTimeout,
+			ReadTimeout:       ReadTimeout,
+			WriteTimeout:      WriteTimeout,
+			IdleTimeout:       IdleTimeout,
+			MaxHeaderBytes:    MinMaxHeaderBytes - readAhead,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+			ConnState:         connState,
+			ConnContext:       connContext,
+		}
+	}
+	return out, nil
+}
+
+// maxHealthConns bounds the connections of the health listener: probes
+// make one at a time.
+const maxHealthConns = 8
+
+// CheckHealthAddress returns an error naming --web.health-address unless
+// a is empty or a loopback IP address (127.0.0.0/8, ::1) with a port: the
+// listener has no authentication, so it must not be reachable from
+// another host.
+func CheckHealthAddress(a string) error {
+	if a == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		return fmt.Errorf("--web.health-address %q: want <loopback IP>:<port>, e.g. 127.0.0.1:19436", a)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--web.health-address %q: not a loopback IP address (127.0.0.1, [::1]): it serves without authentication", a)
+	}
+	return nil
 }
 
 // register registers *c with reg (nil: none), or sets *c to the collector
@@ -385,6 +442,14 @@ func (s *Server) Listen() error {
 	lim := newConnLimiter(n, s.perAddr, s.limits)
 	for i, l := range ls {
 		ls[i] = lim.listen(l)
+	}
+	if s.health != nil {
+		l, err := listenOne(s.healthAddr)
+		if err != nil {
+			closeAll(ls)
+			return fmt.Errorf("--web.health-address %q: %w", s.healthAddr, err)
+		}
+		s.healthL = newConnLimiter(maxHealthConns, maxHealthConns, s.limits).listen(l)
 	}
 	s.listeners = ls
 	return nil
@@ -501,6 +566,10 @@ func (s *Server) Serve() error {
 		}}
 	}
 	var g errgroup.Group
+	if s.healthL != nil {
+		s.log.Info("Listening for probes", "address", s.healthL.Addr().String(), "paths", HealthyPath+" "+ReadyPath)
+		g.Go(func() error { return s.health.Serve(s.healthL) })
+	}
 	for _, l := range s.listeners {
 		s.log.Info("Listening on", "address", l.Addr().String(), "tls", tlsOn, "http2", tlsOn && h2)
 		g.Go(func() error {
@@ -518,6 +587,11 @@ func (s *Server) Serve() error {
 func (s *Server) Shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
+	if s.health != nil {
+		if err := s.health.Shutdown(ctx); err != nil {
+			s.health.Close()
+		}
+	}
 	if err := s.HTTP.Shutdown(ctx); err != nil {
 		s.log.Warn("requests still in flight at the shutdown deadline: closing their connections", "timeout", ShutdownTimeout)
 		s.HTTP.Close()

@@ -354,3 +354,46 @@ func TestHandlers(t *testing.T) {
 		t.Error("a handler at the metrics path: no error")
 	}
 }
+
+// TestHealthAddress serves with basic auth and --web.health-address: the
+// health listener answers /-/healthy and /-/ready without credentials
+// (503 until loaded, then 200) and nothing else (the metrics are 404),
+// while the main listener still wants them; an address that is not a
+// loopback IP is refused.
+func TestHealthAddress(t *testing.T) {
+	for _, bad := range []string{"0.0.0.0:19436", ":19436", "10.1.2.3:1", "localhost:19436", "127.0.0.1", "127.0.0.1:99999"} {
+		o := opts("/metrics")
+		o.HealthAddress = bad
+		if _, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o); err == nil || !strings.Contains(err.Error(), "--web.health-address") {
+			t.Errorf("HealthAddress %q: %v, want an error naming --web.health-address", bad, err)
+		}
+	}
+	o := opts("/metrics")
+	o.HealthAddress = "127.0.0.1:0"
+	loaded := make(chan struct{})
+	o.Loaded = loaded
+	srv, addr := serveLocal(t, o, promWebConfig(t, "secret"))
+	health := srv.healthL.Addr().String()
+	get := func(a, p string) int {
+		t.Helper()
+		resp, err := http.Get("http://" + a + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get(health, ReadyPath); c != http.StatusServiceUnavailable {
+		t.Errorf("health %s before loading: %d, want 503", ReadyPath, c)
+	}
+	close(loaded)
+	for p, want := range map[string]int{HealthyPath: 200, ReadyPath: 200, "/metrics": 404, "/": 404, ReloadPath: 404} {
+		if c := get(health, p); c != want {
+			t.Errorf("health listener %s: %d, want %d", p, c, want)
+		}
+	}
+	if c := get(addr, HealthyPath); c != http.StatusUnauthorized {
+		t.Errorf("main listener %s without credentials: %d, want 401", HealthyPath, c)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/allowlist"
 	"github.com/kernel-exporter/kernel_exporter/budget"
 	"github.com/kernel-exporter/kernel_exporter/collector"
 	"github.com/kernel-exporter/kernel_exporter/config"
@@ -63,6 +64,7 @@ type loadFlags struct {
 	kubeNodeSet bool // given as a flag, not by $NODE_NAME
 	kubeConfig  string
 	kubeCache   int
+	allowFile   string
 	ref         *refLoadFlags
 
 	// Set by check.
@@ -72,12 +74,14 @@ type loadFlags struct {
 	keep     loader.CapSet
 	keepAll  bool
 	memBytes uint64
+	allowed  *allowlist.List
 }
 
 // addLoadFlags declares the load flags on c.
 func addLoadFlags(c *kingpin.CmdClause) *loadFlags {
 	f := &loadFlags{}
 	c.Flag("config.dir", "Directory holding <name>.yaml and <name>.bpf.o user programs.").StringVar(&f.configDir)
+	c.Flag("config.allowed-digests-file", fmt.Sprintf("File of the SHA-256 digests of the user programs' <name>.bpf.o objects that may load (sha256sum's output, or one digest a line; at most %d): an object not listed is refused, at start and at reload. Bundled programs are part of the binary and not checked. Default: every object may load.", allowlist.MaxDigests)).StringVar(&f.allowFile)
 	c.Flag("config.load-timeout", "Time each config may take to load and attach; one still loading then is marked down.").Default(exporter.DefaultLoadTimeout.String()).DurationVar(&f.loadTimeout)
 	c.Flag("btf.path", "External vmlinux BTF file for kernels without /sys/kernel/btf/vmlinux.").StringVar(&f.btfPath)
 	c.Flag("attach.to", "Kernel function for a config's attach_to programs: <config>=<function> or <config>.<program>=<function> (repeatable), e.g. funclatency=vfs_read.").StringsVar(&f.attachTo)
@@ -139,6 +143,11 @@ func (f *loadFlags) check(sources []exporter.Source) error {
 	if f.memBytes, err = budget.ParseMemoryBudget(f.memBudget); err != nil {
 		return err
 	}
+	if f.allowFile != "" {
+		if f.allowed, err = allowlist.Load(f.allowFile); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -162,7 +171,9 @@ func checkFile(flag, path string) error {
 }
 
 // start prepares the process for loading: the OpenTelemetry SDK's logs
-// go to log, and --bpf.stats turns statistics on. The returned function undoes what start did.
+// go to log, RLIMIT_MEMLOCK is raised where the kernel charges BPF memory
+// to it and CAP_SYS_RESOURCE dropped (loader.PrepareMemlock), and
+// --bpf.stats turns statistics on. The returned function undoes what start did.
 func (f *loadFlags) start(log *slog.Logger) (stop func()) {
 	// The OpenTelemetry SDK reports what it cannot return to a caller (an
 	// attribute over a limit, an exporter's internal error) through its
@@ -170,6 +181,10 @@ func (f *loadFlags) start(log *slog.Logger) (stop func()) {
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("OpenTelemetry SDK", "err", err)
 	}))
+	// RLIMIT_MEMLOCK before anything loads or the helper starts (it
+	// inherits the limit); CAP_SYS_RESOURCE, used for nothing else, goes
+	// at once unless kept.
+	loader.PrepareMemlock(!f.keepAll && !f.keep.Has(loader.CapSysResource), log)
 	if !f.bpfStats {
 		return func() {}
 	}
@@ -187,14 +202,14 @@ func (f *loadFlags) start(log *slog.Logger) (stop func()) {
 func (f *loadFlags) exporter(helper *privsep.Client, log *slog.Logger) *exporter.Exporter {
 	return exporter.New(exporter.Options{Sources: f.sources, CacheSize: f.cacheSize, MaxSeries: f.maxSeries, BTFPath: f.btfPath,
 		AttachTo: f.attach, DisableAttach: f.disabled, LoadTimeout: f.loadTimeout, MemoryBudget: f.memBytes,
-		Tracepoints: helper.Tracepoints(), Loader: helper.Loader(), Logger: log, Compat: f.ref.Compat, DefaultNamespace: f.ref.namespace(),
+		Tracepoints: helper.Tracepoints(), Loader: helper.Loader(), Logger: log, Compat: f.ref.Compat, DefaultNamespace: f.ref.namespace(), Allowed: f.allowed,
 		Kube: &kube.Options{NodeName: f.kubeNode, Kubeconfig: f.kubeConfig, CacheSize: f.kubeCache, Logger: log}})
 }
 
 // helperSettings are what the privileged helper may load for a reload:
 // these flags' configs and load settings, fixed at start.
 func (f *loadFlags) helperSettings() privsep.Settings {
-	return privsep.Settings{Sources: f.sources, AttachTo: f.attach, DisableAttach: f.disabled, BTFPath: f.btfPath}
+	return privsep.Settings{Sources: f.sources, AttachTo: f.attach, DisableAttach: f.disabled, BTFPath: f.btfPath, Allowed: f.allowed}
 }
 
 // dropCaps returns the function that drops capabilities once every program

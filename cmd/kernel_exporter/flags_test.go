@@ -49,6 +49,8 @@ func TestBadFlags(t *testing.T) {
 		{"--kube.node-name=Node_1", `--kube.node-name "Node_1": not a Kubernetes node name`},
 		{"--kube.kubeconfig=" + dir, "--kube.kubeconfig " + `"` + dir + `": not a regular file`},
 		{"--kube.kubeconfig=" + dir + "/none", "--kube.kubeconfig " + `"` + dir + `/none": no such file or directory`},
+		{"--config.allowed-digests-file=" + dir, "--config.allowed-digests-file: allowed digests file " + dir + ": not a regular file"},
+		{"--config.allowed-digests-file=" + file, "--config.allowed-digests-file " + file + ": line 1: not a SHA-256 digest (want 64 hexadecimal digits, optionally after \"sha256:\"; got 8 bytes)"},
 		{"--btf.path=" + dir + "/none", "--btf.path " + `"` + dir + `/none": no such file or directory`},
 		{"--config.skip-cache-size=-1", "--config.skip-cache-size -1: must be 0 to"},
 		{"--config.default-namespace=9lives", `--config.default-namespace: invalid metric namespace "9lives"`},
@@ -100,6 +102,8 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--web.max-connections=0", "--web.max-connections 0: must be 1 to 1048576")
 	add("serve", "--web.max-connections-per-address=0", "--web.max-connections-per-address 0: must be 1 to 1048576")
 	add("serve", "--web.max-header-bytes=100", "--web.max-header-bytes 100: must be 8192 to 1048576")
+	add("serve", "--web.health-address=0.0.0.0:19436", `--web.health-address "0.0.0.0:19436": not a loopback IP address`)
+	add("serve", "--web.health-address=19436", `--web.health-address "19436": want <loopback IP>:<port>`)
 	add("serve", "--web.listen-address=nowhere", `--web.listen-address "nowhere": want host:port`)
 	add("serve", "--web.listen-address=:nosuchport", `--web.listen-address ":nosuchport": want host:port`)
 	add("serve", "--web.listen-address=fd://3", "--web.listen-address fd://3: of cloudflare/ebpf_exporter's fd://<n> addresses only fd://0")
@@ -120,6 +124,11 @@ func TestBadFlags(t *testing.T) {
 	add("serve", "--audit=no", "--audit=no: a switch takes no value (give --audit or --no-audit)")
 	add("dump", "--audit.interval=1s", "--audit.interval applies to serve, not dump")
 	cases = append(cases,
+		tc{[]string{"kube-ready", "--kube.namespace=monitoring"}, "required flag(s) '--kube.daemonset' not provided"},
+		tc{[]string{"kube-ready", "--kube.namespace=Mon", "--kube.daemonset=ke"}, `--kube.namespace "Mon": not a Kubernetes namespace name`},
+		tc{[]string{"kube-ready", "--kube.namespace=m", "--kube.daemonset=k_e"}, `--kube.daemonset "k_e": not a Kubernetes object name`},
+		tc{[]string{"kube-ready", "--kube.namespace=m", "--kube.daemonset=ke", "--timeout=2h"}, "--timeout 2h0m0s: must be more than 0 and at most 1h0m0s"},
+		tc{[]string{"kube-ready", "--kube.namespace=m", "--kube.daemonset=ke", "--kube.kubeconfig=" + dir}, "--kube.kubeconfig " + `"` + dir + `": not a regular file`},
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--otlp.metrics.interval=1ms"}, "--otlp.metrics.interval 1ms: must be"},
 		tc{[]string{"--programs=timers", "--otlp.profiles", "--otlp.profiles.interval=1ms"}, "--otlp.profiles.interval 1ms: must be"},
 		tc{[]string{"--programs=timers", "--otlp.metrics", "--config.check"}, "--otlp.metrics applies to serve only, not --config.check"},
@@ -159,7 +168,7 @@ func TestBadFlags(t *testing.T) {
 		tc{[]string{"top", "--btf.path=/x", "bpf"}, "--btf.path applies to top <program> only, not top bpf"},
 		tc{[]string{"hist", "bpf"}, `hist: no bundled program "bpf"`},
 		tc{[]string{"privileged-helper", "--programs=timers"}, "--programs applies to serve and dump, not privileged-helper"},
-		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, compare, profile record, profile diff)`},
+		tc{[]string{"nosuchcommand"}, `unexpected argument "nosuchcommand" (commands: help, serve, dump, hist, top, new, compare, profile record, profile diff, kube-ready)`},
 		tc{[]string{"dupm"}, `unexpected argument "dupm" (did you mean dump?)`},
 		// profile, profile diff, top cpu and serve's --profile.*
 		tc{[]string{"top", "cpu", "--frequency=0"}, "--frequency 0: must be 1 to 999"},

@@ -90,7 +90,7 @@ func commands(app *kingpin.Application) []*command {
 		compareCommand(app),
 	}
 	cmds = append(cmds, profileCommands(app)...)
-	return append(cmds, helperCommand(app))
+	return append(cmds, kubeReadyCommand(app), helperCommand(app))
 }
 
 // run parses args, checks the flags and runs the chosen command. It

@@ -50,6 +50,7 @@ type serveFlags struct {
 	maxConns    int
 	maxPerAddr  int
 	maxHeader   int
+	healthAddr  string
 	noExpMetric bool
 	enablePprof bool
 	lifecycle   bool
@@ -87,6 +88,7 @@ func serveCommand(app *kingpin.Application) *command {
 	c.Flag("web.max-requests", "Maximum number of parallel scrape requests; more get 503. 0 means no limit.").Default(strconv.Itoa(web.DefaultMaxRequests)).IntVar(&f.maxRequests)
 	c.Flag("web.max-connections", "Maximum number of open HTTP connections (idle ones included); at most half of the open-file limit. At the cap, a new client closes the oldest connection that has sent no complete request, else the one idle longest.").Default(strconv.Itoa(web.DefaultMaxConnections)).IntVar(&f.maxConns)
 	c.Flag("web.max-connections-per-address", "Maximum number of open HTTP connections from one client address (an IPv4 address, an IPv6 /64); more than --web.max-connections means no limit of its own. Over it, a new connection closes one of the address's own that has sent no complete request or is idle, else it is closed.").Default(strconv.Itoa(web.DefaultMaxConnectionsPerAddress)).IntVar(&f.maxPerAddr)
+	c.Flag("web.health-address", "Loopback address (127.0.0.1:<port> or [::1]:<port>) of a second listener that serves /-/healthy and /-/ready alone, over plain HTTP without --web.config.file's TLS and authentication: for probes that should carry no credentials (a kubelet's, with host networking). Default: none.").StringVar(&f.healthAddr)
 	c.Flag("web.max-header-bytes", fmt.Sprintf("Maximum size in bytes of a request's line and headers, %d to %d; longer ones get 431.", web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)).Default(strconv.Itoa(web.DefaultMaxHeaderBytes)).IntVar(&f.maxHeader)
 	c.Flag("web.disable-exporter-metrics", "Exclude the exporter's process_* and go_* metrics.").BoolVar(&f.noExpMetric)
 	c.Flag("web.enable-pprof", "Serve Go profiling under /debug/pprof/.").BoolVar(&f.enablePprof)
@@ -171,6 +173,9 @@ func (f *serveFlags) checkFlags() error {
 	}
 	// More than the connection cap means no limit of its own.
 	f.maxPerAddr = min(f.maxPerAddr, f.maxConns)
+	if err := web.CheckHealthAddress(f.healthAddr); err != nil {
+		return err
+	}
 	if f.maxHeader < web.MinMaxHeaderBytes || f.maxHeader > web.MaxMaxHeaderBytes {
 		return fmt.Errorf("--web.max-header-bytes %d: must be %d to %d", f.maxHeader, web.MinMaxHeaderBytes, web.MaxMaxHeaderBytes)
 	}
@@ -281,7 +286,7 @@ func (f *serveFlags) run(e *env) int {
 	auditStates := f.audit.start(ctx, exp, log)
 	srv, err := web.NewServer(exp.Registry, exp.Registry, exp.Status, f.web, web.Options{Handlers: profRoutes,
 		MetricsPath: f.metricsPath, MaxRequests: f.maxRequests, MaxConnections: f.maxConns,
-		MaxConnectionsPerAddress: f.maxPerAddr, MaxHeaderBytes: f.maxHeader,
+		MaxConnectionsPerAddress: f.maxPerAddr, MaxHeaderBytes: f.maxHeader, HealthAddress: f.healthAddr,
 		EnablePprof: f.enablePprof, Version: version.Version, Loaded: exp.Loaded(), Logger: log,
 		CPURates: cpu.LastRates, IdlePrograms: cpu.LastIdle, HostBPF: hostBPF.Top5(), Audit: auditStates, EnableLifecycle: f.lifecycle,
 		Reload: func(ctx context.Context) error { _, err := exp.Reload(ctx); return err },

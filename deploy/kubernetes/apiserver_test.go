@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/kubetest"
+	"github.com/kernel-exporter/kernel_exporter/kube"
 )
 
 // userObjects are the objects the value sets reference but leave to the
@@ -58,7 +60,11 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kubetest.Apply(ctx, c.Config, kubetest.MonitoringCRDs()); err != nil {
+	crds, err := kubetest.SplitYAML(MonitoringCRDs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kubetest.Apply(ctx, c.Config, crds); err != nil {
 		t.Fatalf("CRDs: %v", err)
 	}
 	for _, vs := range sets {
@@ -88,7 +94,7 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 		}
 		checkServerDaemonSet(ctx, t, cs, vs.Name, ns)
 		if vs.Name == "monitors" {
-			for _, r := range []string{"servicemonitors", "podmonitors"} {
+			for _, r := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
 				l, err := dyn.Resource(schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: r}).Namespace(ns).List(ctx, metav1.ListOptions{})
 				if err != nil || len(l.Items) != 1 {
 					t.Errorf("monitors: %s: %v, %v", r, l, err)
@@ -130,6 +136,89 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 			t.Errorf("%s: service account %s may list secrets (err %v): the ClusterRole grants more than pods", tc.set, tc.sa, err)
 		}
 	}
+	checkHelmTestRBAC(ctx, t, c, cs)
+}
+
+// checkHelmTestRBAC runs what helm test's pod runs (kube.CheckDaemonSet,
+// the code of kernel_exporter kube-ready) as the test's service account,
+// from a kubeconfig with its token, against the defaults' DaemonSet given
+// the status of two nodes (set as the DaemonSet controller and kubelets
+// would): one pod ready and one not, then both. The test's Role must let
+// it read them, and nothing else (no Secrets, no other DaemonSet).
+func checkHelmTestRBAC(ctx context.Context, t *testing.T, c *kubetest.Cluster, cs kubernetes.Interface) {
+	t.Helper()
+	const ns, name = "ke-defaults", "kernel-exporter-defaults"
+	ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setStatus := func(ready int32) {
+		t.Helper()
+		ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 2, CurrentNumberScheduled: 2, UpdatedNumberScheduled: 2, NumberReady: ready, NumberAvailable: ready}
+		if ds, err = cs.AppsV1().DaemonSets(ns).UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podReady := func(node string, ready corev1.ConditionStatus) {
+		t.Helper()
+		pname := name + "-" + node
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, pname, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			own := metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet"))
+			p = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pname, Namespace: ns, Labels: ds.Spec.Selector.MatchLabels, OwnerReferences: []metav1.OwnerReference{*own}},
+				Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: ds.Spec.Template.Spec.ServiceAccountName, Containers: []corev1.Container{{Name: "kernel-exporter", Image: "kernel_exporter:test"}}}}
+			p, err = cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, Reason: "ContainersNotReady", LastTransitionTime: metav1.Now()}}
+		if ready == corev1.ConditionTrue {
+			p.Status.Conditions[0].Reason = ""
+		}
+		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, kubeconfig, err := c.ServiceAccountConfig(ctx, ns, name+"-test")
+	if err != nil {
+		t.Fatalf("token of helm test's service account: %v", err)
+	}
+	cfg, err := kube.RESTConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setStatus(1)
+	podReady("node-a", corev1.ConditionTrue)
+	podReady("node-b", corev1.ConditionFalse)
+	r, err := kube.CheckDaemonSet(ctx, cfg, ns, name)
+	if err != nil {
+		t.Fatalf("helm test's check as its service account: %v", err)
+	}
+	if r.Done() || len(r.NotReady) != 1 || !strings.HasPrefix(r.NotReady[0], name+"-node-b on node-b: not ready: ContainersNotReady") {
+		t.Errorf("one node not ready: done %v, %s", r.Done(), r)
+	}
+	setStatus(2)
+	podReady("node-b", corev1.ConditionTrue)
+	if r, err = kube.CheckDaemonSet(ctx, cfg, ns, name); err != nil || !r.Done() || !slices.Equal(r.ReadyNodes, []string{"node-a", "node-b"}) {
+		t.Errorf("both nodes ready: %v, %v, nodes %v; want done on node-a and node-b", r, err, r.ReadyNodes)
+	}
+	t.Logf("helm test's check as %s-test: %s %v", name, r, r.ReadyNodes)
+	if _, err := kube.CheckDaemonSet(ctx, cfg, "ke-monitors", "kernel-exporter-monitors"); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("helm test's service account read another namespace's DaemonSet (err %v), want 403", err)
+	}
+	sacfg, _, err := c.ServiceAccountConfig(ctx, ns, name+"-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sacs, err := kubernetes.NewForConfig(sacfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sacs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("helm test's service account may list secrets (err %v)", err)
+	}
 }
 
 // checkServerDaemonSet reads the value set's DaemonSet back from the API
@@ -159,7 +248,7 @@ func checkServerDaemonSet(ctx context.Context, t *testing.T, cs kubernetes.Inter
 		add = append(add, string(c))
 	}
 	slices.Sort(add)
-	if want := []string{"BPF", "DAC_READ_SEARCH", "PERFMON", "SYSLOG", "SYS_ADMIN"}; !slices.Equal(add, want) {
+	if want := []string{"BPF", "DAC_READ_SEARCH", "PERFMON", "SYSLOG", "SYS_ADMIN", "SYS_RESOURCE"}; !slices.Equal(add, want) {
 		t.Errorf("%s: capabilities.add = %v, want %v", set, add, want)
 	}
 	if len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
@@ -187,8 +276,12 @@ func checkServerDaemonSet(ctx context.Context, t *testing.T, cs kubernetes.Inter
 	if set == "web-config" {
 		scheme = corev1.URISchemeHTTPS
 	}
-	checkProbe(t, set+": liveness", spec.Containers[0].LivenessProbe, "/-/healthy", scheme)
-	checkProbe(t, set+": readiness", spec.Containers[0].ReadinessProbe, "/-/ready", scheme)
+	if set == "loopback-probes" {
+		checkLoopbackProbes(t, spec.Containers[0])
+	} else {
+		checkProbe(t, set+": liveness", spec.Containers[0].LivenessProbe, "/-/healthy", scheme)
+		checkProbe(t, set+": readiness", spec.Containers[0].ReadinessProbe, "/-/ready", scheme)
+	}
 	if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		t.Errorf("%s: update strategy %q", set, ds.Spec.UpdateStrategy.Type)
 	}
@@ -201,6 +294,8 @@ func resourceOf(kind string) string {
 		return "servicemonitors"
 	case "PodMonitor":
 		return "podmonitors"
+	case "NetworkPolicy":
+		return "networkpolicies"
 	}
 	r := []byte(kind)
 	for i, b := range r {

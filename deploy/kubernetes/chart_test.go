@@ -4,6 +4,8 @@ package kubernetes
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"os"
 	"slices"
@@ -13,9 +15,11 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kernel-exporter/kernel_exporter/allowlist"
 	"github.com/kernel-exporter/kernel_exporter/programs"
 )
 
@@ -109,8 +113,8 @@ func parseValues(t *testing.T, doc string) map[string]any {
 
 func TestDefaults(t *testing.T) {
 	r := renderSet(t, "defaults")
-	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}; !slices.Equal(got, want) {
-		t.Fatalf("kinds %v, want %v (Helm's install order)", got, want)
+	if got, want := r.kinds(), append([]string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet"}, testKinds...); !slices.Equal(got, want) {
+		t.Fatalf("kinds %v, want %v (Helm's install order, then helm test's)", got, want)
 	}
 	for _, o := range r.objs {
 		ns := DefaultNamespace
@@ -127,8 +131,8 @@ func TestDefaults(t *testing.T) {
 	if !pod.HostPID || !pod.HostNetwork || pod.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
 		t.Errorf("hostPID %v, hostNetwork %v, dnsPolicy %q; want true, true, ClusterFirstWithHostNet", pod.HostPID, pod.HostNetwork, pod.DNSPolicy)
 	}
-	if pod.PriorityClassName != "system-node-critical" {
-		t.Errorf("priorityClassName %q", pod.PriorityClassName)
+	if pod.PriorityClassName != "" {
+		t.Errorf("priorityClassName %q, want none (system-node-critical is quota'd to kube-system on some clusters)", pod.PriorityClassName)
 	}
 	if pod.ServiceAccountName != fullname {
 		t.Errorf("serviceAccountName %q", pod.ServiceAccountName)
@@ -250,7 +254,7 @@ func checkSecurity(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	if got := sc.Capabilities.Drop; !slices.Equal(got, []corev1.Capability{"ALL"}) {
 		t.Errorf("capabilities.drop %v, want [ALL]", got)
 	}
-	want := []corev1.Capability{"BPF", "PERFMON", "SYS_ADMIN", "SYSLOG", "DAC_READ_SEARCH"}
+	want := []corev1.Capability{"BPF", "PERFMON", "SYS_ADMIN", "SYSLOG", "DAC_READ_SEARCH", "SYS_RESOURCE"}
 	if got := sc.Capabilities.Add; !slices.Equal(got, want) {
 		t.Errorf("capabilities.add %v, want %v", got, want)
 	}
@@ -313,6 +317,99 @@ func checkMounts(t *testing.T, pod corev1.PodSpec, c corev1.Container, want map[
 	}
 }
 
+// testKinds are the kinds of helm test's objects, last in every render.
+var testKinds = []string{"ServiceAccount", "Role", "RoleBinding", "Pod"}
+
+// TestHelmTest: helm test's pod runs kube-ready on the DaemonSet of the
+// release, as a non-root user with nothing added, under a service account
+// whose Role may get that DaemonSet and list pods in the namespace and do
+// nothing else; every object is a test hook, deleted once it passed, and
+// the pod comes after its RBAC. test.enabled false leaves them out.
+func TestHelmTest(t *testing.T) {
+	r := render(t, parseValues(t, "image: {repository: reg/ke, digest: sha256:"+strings.Repeat("ab", 32)+"}\ntest: {timeout: 90s}\nimagePullSecrets: [{name: pull}]"))
+	name := fullname + "-test"
+	weights := map[string]string{}
+	for _, o := range r.objs {
+		if o.Hook == "" {
+			continue
+		}
+		if o.Hook != "test" || o.Namespace != DefaultNamespace || o.Name != name {
+			t.Errorf("hook %s %s: hook %q, namespace %q", o.Kind, o.Name, o.Hook, o.Namespace)
+		}
+		var meta struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(o.YAML, &meta); err != nil {
+			t.Fatal(err)
+		}
+		a := meta.Metadata.Annotations
+		if a["helm.sh/hook"] != "test" || a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+			t.Errorf("%s annotations %v", o.Kind, a)
+		}
+		weights[o.Kind] = a["helm.sh/hook-weight"]
+	}
+	if weights["ServiceAccount"] != "-2" || weights["Role"] != "-2" || weights["RoleBinding"] != "-1" || weights["Pod"] != "0" {
+		t.Errorf("hook weights %v: the pod must come after its service account and RBAC", weights)
+	}
+	role := get[rbacv1.Role](t, r, "Role", name)
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{fullname}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+	}
+	if len(role.Rules) != 2 || !equalRule(role.Rules[0], want[0]) || !equalRule(role.Rules[1], want[1]) {
+		t.Errorf("Role rules %+v, want %+v", role.Rules, want)
+	}
+	bind := get[rbacv1.RoleBinding](t, r, "RoleBinding", name)
+	if bind.RoleRef.Kind != "Role" || bind.RoleRef.Name != name || len(bind.Subjects) != 1 || bind.Subjects[0].Name != name || bind.Subjects[0].Namespace != DefaultNamespace {
+		t.Errorf("RoleBinding %+v", bind)
+	}
+	pod := get[corev1.Pod](t, r, "Pod", name)
+	if pod.Spec.ServiceAccountName != name || pod.Spec.RestartPolicy != corev1.RestartPolicyNever || len(pod.Spec.Containers) != 1 ||
+		len(pod.Spec.ImagePullSecrets) != 1 || pod.Spec.ImagePullSecrets[0].Name != "pull" {
+		t.Fatalf("test pod spec %+v", pod.Spec)
+	}
+	ds, _ := daemonSet(t, r)
+	matches := true
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		matches = matches && pod.Labels[k] == v
+	}
+	if matches || pod.Labels["app.kubernetes.io/component"] != "test" {
+		t.Errorf("test pod labels %v match the DaemonSet's selector %v: the DaemonSet, Service and monitors would take it for an exporter", pod.Labels, ds.Spec.Selector.MatchLabels)
+	}
+	c := pod.Spec.Containers[0]
+	wantArgs := []string{"kube-ready", "--kube.namespace=" + DefaultNamespace, "--kube.daemonset=" + fullname, "--timeout=90s"}
+	if c.Image != "reg/ke@sha256:"+strings.Repeat("ab", 32) || !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("test container image %q args %q, want the exporter's image by digest and %q", c.Image, c.Args, wantArgs)
+	}
+	psc, sc := pod.Spec.SecurityContext, c.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65534 ||
+		sc == nil || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("test pod security: pod %+v, container %+v; want non-root 65534, every capability dropped, no escalation, read-only root", psc, sc)
+	}
+	r = render(t, parseValues(t, "test: {enabled: false}"))
+	for _, o := range r.objs {
+		if o.Hook != "" {
+			t.Errorf("test.enabled false renders %s %s", o.Kind, o.Name)
+		}
+	}
+}
+
+func equalRule(a, b rbacv1.PolicyRule) bool {
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.ResourceNames, b.ResourceNames) && slices.Equal(a.Verbs, b.Verbs)
+}
+
+// TestImageDigest: image.digest replaces the tag in the DaemonSet's image.
+func TestImageDigest(t *testing.T) {
+	d := "sha256:" + strings.Repeat("0f", 32)
+	_, c := daemonSet(t, render(t, parseValues(t, "image: {repository: reg/ke, tag: v9, digest: "+d+"}")))
+	if c.Image != "reg/ke@"+d {
+		t.Errorf("image %q, want reg/ke@%s", c.Image, d)
+	}
+}
+
 // TestProgramsDefault: values.yaml's programs are the exporter's default
 // set, so the chart runs what a bare kernel_exporter runs.
 func TestProgramsDefault(t *testing.T) {
@@ -331,7 +428,7 @@ func TestProgramsDefault(t *testing.T) {
 
 func TestMonitors(t *testing.T) {
 	r := renderSet(t, "monitors")
-	if got, want := r.kinds(), []string{"ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "ServiceMonitor"}; !slices.Equal(got, want) {
+	if got, want := r.kinds(), append([]string{"ServiceAccount", "ConfigMap", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Service", "DaemonSet", "PodMonitor", "PrometheusRule", "ServiceMonitor"}, testKinds...); !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
 	ds, _ := daemonSet(t, r)
@@ -371,10 +468,115 @@ func TestMonitors(t *testing.T) {
 		t.Errorf("pod endpoint port %v path %q interval %q", pe.Port, pe.Path, pe.Interval)
 	}
 
+	// The PrometheusRule holds deploy/prometheus' groups, recording rules
+	// first, every rule as the files have it.
+	pr := get[monitoringv1.PrometheusRule](t, r, "PrometheusRule", fullname)
+	if pr.Labels["release"] != "prom" {
+		t.Errorf("PrometheusRule labels %v", pr.Labels)
+	}
+	var want []monitoringv1.RuleGroup
+	for _, f := range []string{"../prometheus/recording.yml", "../prometheus/alerts.yml"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			Groups []monitoringv1.RuleGroup `json:"groups"`
+		}
+		if err := yaml.UnmarshalStrict(b, &file); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		want = append(want, file.Groups...)
+	}
+	got, _ := yaml.Marshal(pr.Spec.Groups)
+	wantYAML, _ := yaml.Marshal(want)
+	if len(want) < 2 || !bytes.Equal(got, wantYAML) {
+		t.Errorf("PrometheusRule groups differ from deploy/prometheus' (%d groups, want %d)", len(pr.Spec.Groups), len(want))
+	}
+	var rules int
+	for _, g := range pr.Spec.Groups {
+		rules += len(g.Rules)
+	}
+	t.Logf("PrometheusRule: %d groups, %d rules", len(pr.Spec.Groups), rules)
+	// The dashboard ConfigMap holds deploy/grafana's JSON byte for byte.
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", fullname+"-dashboard")
+	dash, err := os.ReadFile("../grafana/kernel_exporter.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["kernel_exporter.json"] != string(dash) || cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "Kernel" {
+		t.Errorf("dashboard ConfigMap: %d bytes (want %d, equal), labels %v, annotations %v", len(cm.Data["kernel_exporter.json"]), len(dash), cm.Labels, cm.Annotations)
+	}
+
 	// A ServiceMonitor without its Service is refused.
-	_, err := Render(parseValues(t, "serviceMonitor: {enabled: true}\nservice: {enabled: false}"))
+	_, err = Render(parseValues(t, "serviceMonitor: {enabled: true}\nservice: {enabled: false}"))
 	if err == nil || !strings.Contains(err.Error(), "serviceMonitor.enabled needs service.enabled") {
 		t.Errorf("ServiceMonitor without Service: err %v", err)
+	}
+}
+
+// TestChartFilesMatchDeploy: the chart's files/ (which templates can
+// read: Helm gives them nothing outside the chart) are copies of
+// deploy/prometheus' rules and deploy/grafana's dashboard.
+func TestChartFilesMatchDeploy(t *testing.T) {
+	for copy, orig := range map[string]string{
+		"alerts.yml":           "../prometheus/alerts.yml",
+		"recording.yml":        "../prometheus/recording.yml",
+		"kernel_exporter.json": "../grafana/kernel_exporter.json",
+	} {
+		a, err := os.ReadFile(ChartDir + "/files/" + copy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s/files/%s differs from %s: cp %s deploy/kubernetes/%s/files/", ChartDir, copy, orig, strings.TrimPrefix(orig, "../"), ChartDir)
+		}
+	}
+}
+
+// TestNetworkPolicyHostIP: the NetworkPolicy admits the metrics port from
+// ingressFrom alone and, with egress rules, allows those alone; the
+// exporter listens on the node's IP from the downward API; and
+// listenOnHostIP without hostNetwork is refused.
+func TestNetworkPolicyHostIP(t *testing.T) {
+	r := renderSet(t, "network")
+	ds, c := daemonSet(t, r)
+	np := get[networkingv1.NetworkPolicy](t, r, "NetworkPolicy", fullname)
+	if !mapsEqual(np.Spec.PodSelector.MatchLabels, ds.Spec.Selector.MatchLabels) {
+		t.Errorf("NetworkPolicy selects %v, pods have %v", np.Spec.PodSelector.MatchLabels, ds.Spec.Selector.MatchLabels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+		t.Errorf("policy types %v", np.Spec.PolicyTypes)
+	}
+	in := np.Spec.Ingress
+	if len(in) != 1 || len(in[0].Ports) != 1 || in[0].Ports[0].Port.String() != "metrics" || len(in[0].From) != 1 ||
+		in[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" {
+		t.Errorf("ingress %+v, want the metrics port from the monitoring namespace's prometheus", in)
+	}
+	if len(np.Spec.Egress) != 1 || len(np.Spec.Egress[0].Ports) != 2 {
+		t.Errorf("egress %+v", np.Spec.Egress)
+	}
+	if c.Args[0] != "--web.listen-address=$(HOST_IP):19435" {
+		t.Errorf("args %q, want --web.listen-address=$(HOST_IP):19435 first", c.Args)
+	}
+	var hostIP bool
+	for _, e := range c.Env {
+		hostIP = hostIP || e.Name == "HOST_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.hostIP"
+	}
+	if !hostIP {
+		t.Errorf("env %+v, want HOST_IP from status.hostIP", c.Env)
+	}
+	// Without egress rules: ingress alone, egress left open.
+	np = get[networkingv1.NetworkPolicy](t, render(t, parseValues(t, "networkPolicy: {enabled: true}")), "NetworkPolicy", fullname)
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 0 {
+		t.Errorf("default NetworkPolicy %+v, want ingress to the port from anywhere, egress untouched", np.Spec)
+	}
+	if _, err := Render(parseValues(t, "listenOnHostIP: true\nhostNetwork: false")); err == nil || !strings.Contains(err.Error(), "listenOnHostIP needs hostNetwork") {
+		t.Errorf("listenOnHostIP without hostNetwork: %v", err)
 	}
 }
 
@@ -420,6 +622,7 @@ func TestUserPrograms(t *testing.T) {
 		"--programs=none",
 		"--config.dir=/etc/kernel_exporter/configs",
 		"--config.names=alpha,mine",
+		"--config.allowed-digests-file=/etc/kernel_exporter/allowed/digests",
 		"--web.enable-lifecycle",
 		"--capabilities.keep=perfmon",
 	}
@@ -428,6 +631,21 @@ func TestUserPrograms(t *testing.T) {
 	}
 	if ds.Spec.Template.Annotations["checksum/programs"] == "" {
 		t.Error("no checksum/programs annotation: a changed ConfigMap would not roll the pods")
+	}
+	sum := sha256.Sum256(object)
+	checkAllowed(t, ds, c, []string{hex.EncodeToString(sum[:])})
+	checkMounts(t, ds.Spec.Template.Spec, c, map[string]string{
+		"btf":             "/sys/kernel/btf",
+		"tracing":         "/sys/kernel/tracing",
+		"cgroup":          "/sys/fs/cgroup",
+		"programs":        "/etc/kernel_exporter/configs",
+		"allowed-digests": "/etc/kernel_exporter/allowed",
+	})
+	// checkDigests false: no allow-list.
+	r = render(t, parseValues(t, "userPrograms: {configs: {a: 'metrics: {}'}, checkDigests: false}"))
+	ds, c = daemonSet(t, r)
+	if _, ok := ds.Spec.Template.Annotations[allowedAnnotation]; ok || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--config.allowed-digests-file") }) {
+		t.Errorf("checkDigests false: annotation %q, args %q; want neither", ds.Spec.Template.Annotations[allowedAnnotation], c.Args)
 	}
 
 	r = renderSet(t, "existing-configmap")
@@ -449,6 +667,44 @@ func TestUserPrograms(t *testing.T) {
 	}
 	if _, ok := ds.Spec.Template.Annotations["checksum/programs"]; ok {
 		t.Error("checksum/programs of a ConfigMap the chart does not render")
+	}
+	checkAllowed(t, ds, c, []string{strings.Repeat("01", 32), strings.Repeat("ab", 32)})
+}
+
+// allowedAnnotation holds the pod's allow-list of objects.
+const allowedAnnotation = "kernel-exporter/allowed-digests"
+
+// checkAllowed asserts the allow-list: the flag, the annotation (which
+// the exporter's parser reads as exactly the digests want, sorted) and the
+// downward API volume that makes it the flag's file.
+func checkAllowed(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container, want []string) {
+	t.Helper()
+	if !slices.Contains(c.Args, "--config.allowed-digests-file=/etc/kernel_exporter/allowed/digests") {
+		t.Errorf("args %q, want --config.allowed-digests-file", c.Args)
+	}
+	l, err := allowlist.Parse("annotation", []byte(ds.Spec.Template.Annotations[allowedAnnotation]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Digests(); !slices.Equal(got, want) {
+		t.Errorf("allowed digests %v, want %v", got, want)
+	}
+	var vol *corev1.Volume
+	for i, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "allowed-digests" {
+			vol = &ds.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	if vol == nil || vol.DownwardAPI == nil || len(vol.DownwardAPI.Items) != 1 || vol.DownwardAPI.Items[0].Path != "digests" ||
+		vol.DownwardAPI.Items[0].FieldRef == nil || vol.DownwardAPI.Items[0].FieldRef.FieldPath != "metadata.annotations['"+allowedAnnotation+"']" {
+		t.Errorf("allowed-digests volume %+v, want the annotation through the downward API", vol)
+	}
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || m.Name == "allowed-digests" && m.MountPath == "/etc/kernel_exporter/allowed" && m.ReadOnly
+	}
+	if !mounted {
+		t.Errorf("mounts %+v, want allowed-digests read-only at /etc/kernel_exporter/allowed", c.VolumeMounts)
 	}
 }
 
@@ -505,7 +761,7 @@ func TestNoBTF(t *testing.T) {
 
 func TestRBACOff(t *testing.T) {
 	r := renderSet(t, "rbac-off")
-	if got, want := r.kinds(), []string{"ConfigMap", "Service", "DaemonSet"}; !slices.Equal(got, want) {
+	if got, want := r.kinds(), append([]string{"ConfigMap", "Service", "DaemonSet"}, testKinds...); !slices.Equal(got, want) {
 		t.Fatalf("kinds %v, want %v", got, want)
 	}
 	ds, _ := daemonSet(t, r)
@@ -575,6 +831,38 @@ func TestWebConfig(t *testing.T) {
 	}
 }
 
+// TestLoopbackProbes: probes.loopbackPort passes --web.health-address on
+// the loopback and points both probes at it over plain HTTP with no
+// headers, even with webConfig; it is refused without hostNetwork and
+// with httpHeaders (credentials it makes needless).
+func TestLoopbackProbes(t *testing.T) {
+	_, c := daemonSet(t, renderSet(t, "loopback-probes"))
+	if !slices.Contains(c.Args, "--web.health-address=127.0.0.1:19436") || !slices.Contains(c.Args, "--web.config.file=/etc/kernel_exporter/web/web-config.yml") {
+		t.Errorf("args %q, want --web.health-address=127.0.0.1:19436 beside the web config", c.Args)
+	}
+	checkLoopbackProbes(t, c)
+	for doc, want := range map[string]string{
+		"probes: {loopbackPort: 19436}\nhostNetwork: false":                                      "probes.loopbackPort needs hostNetwork",
+		"probes: {loopbackPort: 19436, httpHeaders: [{name: Authorization, value: Basic eDp5}]}": "remove probes.httpHeaders",
+	} {
+		if _, err := Render(parseValues(t, doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", doc, err, want)
+		}
+	}
+}
+
+// checkLoopbackProbes asserts both probes on 127.0.0.1:19436 over HTTP,
+// without headers.
+func checkLoopbackProbes(t *testing.T, c corev1.Container) {
+	t.Helper()
+	for path, p := range map[string]*corev1.Probe{"/-/healthy": c.LivenessProbe, "/-/ready": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Host != "127.0.0.1" || p.HTTPGet.Port.IntValue() != 19436 || p.HTTPGet.Scheme != corev1.URISchemeHTTP ||
+			p.HTTPGet.Path != path || len(p.HTTPGet.HTTPHeaders) != 0 {
+			t.Errorf("probe of %s: %+v, want GET http://127.0.0.1:19436%s without headers", path, p, path)
+		}
+	}
+}
+
 // TestSchemaRejects: values.schema.json refuses values of the wrong type or
 // unknown keys, as helm install does, and strict decoding refuses a field
 // a Kubernetes type lacks.
@@ -589,7 +877,13 @@ func TestSchemaRejects(t *testing.T) {
 		"resourcse: {}",
 		"image: {repo: x}",
 		"userPrograms: {configs: {'../x': 'a: b'}}",
+		"userPrograms: {allowedDigests: [abc]}",
+		"userPrograms: {allowedDigests: ['sha512:" + strings.Repeat("0", 64) + "']}",
 		"serviceMonitor: {enabled: 1}",
+		"image: {digest: latest}",
+		"image: {digest: 'sha256:" + strings.Repeat("0", 63) + "'}",
+		"test: {timeout: soon}",
+		"probes: {loopbackPort: 70000}",
 	} {
 		_, err := Render(parseValues(t, doc))
 		if err == nil {
@@ -645,7 +939,9 @@ func TestManifestIsDefaultRender(t *testing.T) {
 	if !bytes.Equal(PlainManifest(), got) {
 		t.Fatal("the embedded daemonset.yaml is stale")
 	}
-	// Every document of the file decodes strictly.
+	// Every document of the file decodes strictly; helm test's objects
+	// are not in it.
+	objs = slices.DeleteFunc(objs, func(o Object) bool { return o.Hook != "" })
 	docs := strings.Split(string(got), "\n---\n")
 	if len(docs) != len(objs)+1 {
 		t.Fatalf("%d documents after the header, want %d", len(docs)-1, len(objs))
@@ -690,7 +986,7 @@ func TestMonitoringCRDs(t *testing.T) {
 		}
 		kinds = append(kinds, crd.Spec.Names.Kind)
 	}
-	if !slices.Equal(kinds, []string{monitoringv1.ServiceMonitorsKind, monitoringv1.PodMonitorsKind}) {
+	if !slices.Equal(kinds, []string{monitoringv1.ServiceMonitorsKind, monitoringv1.PodMonitorsKind, monitoringv1.PrometheusRuleKind}) {
 		t.Errorf("CRD kinds %v", kinds)
 	}
 }
@@ -712,13 +1008,46 @@ func TestDocsListEveryValue(t *testing.T) {
 			t.Errorf("docs/kubernetes.md does not name value %s", k)
 		}
 		sub, ok := v.(map[string]any)
-		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor"}, k) {
+		if !ok || !slices.Contains([]string{"image", "userPrograms", "webConfig", "probes", "serviceAccount", "rbac", "service", "serviceMonitor", "podMonitor", "test", "prometheusRule", "grafanaDashboard", "networkPolicy"}, k) {
 			continue
 		}
 		for k2 := range sub {
 			if !bytes.Contains(doc, []byte("`"+k+"."+k2+"`")) && !bytes.Contains(doc, []byte("."+k2+"`")) && !bytes.Contains(doc, []byte("`"+k+".*`")) {
 				t.Errorf("docs/kubernetes.md does not name value %s.%s", k, k2)
 			}
+		}
+	}
+}
+
+// TestNotes: NOTES.txt names the Pod Security Admission label the namespace
+// needs and the values that depend on the cluster, and warns when an
+// existing ConfigMap's programs would all be refused.
+func TestNotes(t *testing.T) {
+	notes, err := Notes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"kubectl label namespace monitoring pod-security.kubernetes.io/enforce=privileged",
+		"helm test kernel-exporter -n monitoring",
+		"priorityClassName is empty",
+		"image: kernel_exporter:0.1.0 must be pullable",
+		"mountBTF",
+		"SYS_RESOURCE",
+		"Port 19435 is opened on every node",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
+	t.Logf("NOTES.txt with the defaults:\n%s", notes)
+	notes, err = Notes(parseValues(t, "userPrograms: {existingConfigMap: mine, names: [a]}\npriorityClassName: system-node-critical"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"WARNING: existingConfigMap is set and allowedDigests is empty", "priorityClassName system-node-critical: it must exist"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt with existingConfigMap lacks %q:\n%s", want, notes)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -30,6 +31,16 @@ func newTyped(apiVersion, kind string) (any, bool) {
 		return &rbacv1.ClusterRole{}, true
 	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
 		return &rbacv1.ClusterRoleBinding{}, true
+	case "rbac.authorization.k8s.io/v1 Role":
+		return &rbacv1.Role{}, true
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		return &rbacv1.RoleBinding{}, true
+	case "v1 Pod":
+		return &corev1.Pod{}, true
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}, true
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		return &monitoringv1.PrometheusRule{}, true
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		return &monitoringv1.ServiceMonitor{}, true
 	case "monitoring.coreos.com/v1 PodMonitor":
@@ -40,9 +51,10 @@ func newTyped(apiVersion, kind string) (any, bool) {
 
 // Decode returns o as a pointer to its Go type: *corev1.ServiceAccount,
 // *corev1.ConfigMap, *corev1.Secret, *corev1.Service, *appsv1.DaemonSet,
-// *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding (k8s.io/api), or
-// *monitoringv1.ServiceMonitor, *monitoringv1.PodMonitor
-// (prometheus-operator). Decoding is strict: a field the type lacks, a key
+// *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role,
+// *rbacv1.RoleBinding, *corev1.Pod (helm test's), *networkingv1.NetworkPolicy
+// (k8s.io/api), or *monitoringv1.ServiceMonitor, *monitoringv1.PodMonitor,
+// *monitoringv1.PrometheusRule (prometheus-operator). Decoding is strict: a field the type lacks, a key
 // given twice or a value of the wrong type is an error naming the object
 // and its template, as is a kind the chart does not render.
 func Decode(o Object) (any, error) {

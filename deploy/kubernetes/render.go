@@ -27,6 +27,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/yaml"
 )
@@ -61,6 +62,9 @@ type Object struct {
 	// YAML is the document as the template rendered it, without the
 	// leading "---" and the "# Source:" comment.
 	YAML []byte
+	// Hook is "test" for an object of helm test (annotation helm.sh/hook),
+	// "" for one helm install creates.
+	Hook string
 }
 
 // JSON returns the object as JSON, as client-go and kubectl send it.
@@ -106,11 +110,56 @@ func Render(values map[string]any) ([]Object, error) {
 // <namespace>` would, with values (the map of a -f values file; nil for
 // the defaults) over values.yaml, and returns its objects in Helm's install
 // order (ServiceAccount, Secret, ConfigMap, ClusterRole, ClusterRoleBinding,
-// Service, DaemonSet, then the monitors). NOTES.txt is left out. It fails
+// Service, DaemonSet, then the monitors), then the objects of helm test
+// (Hook "test") by their hook weight. NOTES.txt is left out. It fails
 // when the values do not meet values.schema.json, a template fails (a
 // `fail`, a value missing from values.yaml), or a document has no kind or
 // name.
 func RenderRelease(release, namespace string, values map[string]any) ([]Object, error) {
+	files, err := renderFiles(release, namespace, values)
+	if err != nil {
+		return nil, err
+	}
+	for name := range files {
+		if path.Base(name) == "NOTES.txt" {
+			delete(files, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, chartutil.DefaultVersionSet, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, fmt.Errorf("split the rendered documents: %w", err)
+	}
+	out := make([]Object, 0, len(manifests)+len(hooks))
+	for _, m := range manifests {
+		o, err := object(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	// The test hooks, in Helm's order (by weight, then name): created by
+	// helm test, not by helm install.
+	for _, h := range hooks {
+		if len(h.Events) != 1 || h.Events[0] != helmrelease.HookTest {
+			return nil, fmt.Errorf("%s: a hook of %v, which this package does not render (only test hooks)", h.Path, h.Events)
+		}
+		var head releaseutil.SimpleHead
+		if err := yaml.Unmarshal([]byte(h.Manifest), &head); err != nil {
+			return nil, fmt.Errorf("%s: %w", h.Path, err)
+		}
+		o, err := object(releaseutil.Manifest{Name: h.Path, Content: h.Manifest, Head: &head})
+		if err != nil {
+			return nil, err
+		}
+		o.Hook = string(helmrelease.HookTest)
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// renderFiles renders every template of the chart, NOTES.txt included, as
+// RenderRelease does.
+func renderFiles(release, namespace string, values map[string]any) (map[string]string, error) {
 	c, err := Chart()
 	if err != nil {
 		return nil, err
@@ -127,27 +176,22 @@ func RenderRelease(release, namespace string, values map[string]any) ([]Object, 
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
-	for name := range files {
-		if path.Base(name) == "NOTES.txt" {
-			delete(files, name)
-		}
-	}
-	hooks, manifests, err := releaseutil.SortManifests(files, chartutil.DefaultVersionSet, releaseutil.InstallOrder)
+	return files, nil
+}
+
+// Notes renders NOTES.txt, what helm install prints, for release
+// DefaultRelease in DefaultNamespace with values.
+func Notes(values map[string]any) (string, error) {
+	files, err := renderFiles(DefaultRelease, DefaultNamespace, values)
 	if err != nil {
-		return nil, fmt.Errorf("split the rendered documents: %w", err)
+		return "", err
 	}
-	if len(hooks) > 0 {
-		return nil, fmt.Errorf("the chart has hooks (%s), which this package does not render", hooks[0].Path)
-	}
-	out := make([]Object, 0, len(manifests))
-	for _, m := range manifests {
-		o, err := object(m)
-		if err != nil {
-			return nil, err
+	for name, text := range files {
+		if path.Base(name) == "NOTES.txt" {
+			return text, nil
 		}
-		out = append(out, o)
 	}
-	return out, nil
+	return "", fmt.Errorf("the chart has no NOTES.txt")
 }
 
 // object parses the head of one rendered document.
@@ -191,11 +235,15 @@ const manifestHeader = `# kernel_exporter on every node: the objects of the Helm
 `
 
 // Manifest joins objects into one multi-document YAML file, each under a
-// "# Source:" line, as daemonset.yaml holds them.
+// "# Source:" line, as daemonset.yaml holds them. Hooks (helm test's) are
+// left out: kubectl apply would create them at once.
 func Manifest(objs []Object) []byte {
 	var b bytes.Buffer
 	b.WriteString(manifestHeader)
 	for _, o := range objs {
+		if o.Hook != "" {
+			continue
+		}
 		fmt.Fprintf(&b, "---\n# Source: %s\n", o.Template)
 		b.Write(o.YAML)
 	}
@@ -206,8 +254,9 @@ func Manifest(objs []Object) []byte {
 func PlainManifest() []byte { return bytes.Clone(manifest) }
 
 // MonitoringCRDs returns testdata/monitoring-crds.yaml: minimal
-// CustomResourceDefinitions of prometheus-operator's ServiceMonitor and
-// PodMonitor (monitoring.coreos.com/v1, every field preserved unchecked),
+// CustomResourceDefinitions of prometheus-operator's ServiceMonitor,
+// PodMonitor and PrometheusRule (monitoring.coreos.com/v1, every field
+// preserved unchecked),
 // so that an API server without prometheus-operator accepts the monitors
 // the chart renders. They are for tests only, not for a cluster that runs
 // prometheus-operator, which installs the real ones.

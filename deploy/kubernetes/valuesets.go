@@ -4,6 +4,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -33,6 +34,24 @@ serviceMonitor:
 podMonitor:
   enabled: true
   interval: 15s
+prometheusRule:
+  enabled: true
+  labels: {release: prom}
+grafanaDashboard:
+  enabled: true
+  annotations: {grafana_folder: Kernel}
+`},
+	{"network", `
+listenOnHostIP: true
+networkPolicy:
+  enabled: true
+  ingressFrom:
+    - namespaceSelector:
+        matchLabels: {kubernetes.io/metadata.name: monitoring}
+      podSelector:
+        matchLabels: {app.kubernetes.io/name: prometheus}
+  egress:
+    - ports: [{port: 443, protocol: TCP}, {port: 6443, protocol: TCP}]
 `},
 	{"host-network-off", "hostNetwork: false\nport: 9999\n"},
 	{"user-programs", `
@@ -45,7 +64,7 @@ userPrograms:
     mine: f0VMRgIBAQAgbm90IHJlYWxseSBhbiBvYmplY3Qg//4=
 extraArgs: [--web.enable-lifecycle, --capabilities.keep=perfmon]
 `},
-	{"existing-configmap", "userPrograms: {existingConfigMap: my-programs, names: [b, a]}\n"},
+	{"existing-configmap", "userPrograms: {existingConfigMap: my-programs, names: [b, a], allowedDigests: [sha256:" + strings.Repeat("AB", 32) + ", '" + strings.Repeat("01", 32) + "']}\n"},
 	{"resources-tolerations", `
 resources:
   requests: {cpu: 50m, memory: 64Mi}
@@ -97,11 +116,13 @@ serviceMonitor:
     password: {name: scrape-auth, key: password}
 `},
 	{"existing-secret", "webConfig: {enabled: true, existingSecret: my-web}\n"},
+	{"loopback-probes", "webConfig: {enabled: true, existingSecret: my-web}\nprobes: {loopbackPort: 19436}\n"},
 }
 
 // ValueSets returns the value sets this package's tests render and check
-// (defaults, monitors, host-network-off, user-programs, existing-configmap,
-// resources-tolerations, no-btf, rbac-off, web-config, existing-secret), in that
+// (defaults, monitors, network, host-network-off, user-programs, existing-configmap,
+// resources-tolerations, no-btf, rbac-off, web-config, existing-secret,
+// loopback-probes), in that
 // order, for tests that apply them elsewhere (a real API server). Each
 // call returns new maps.
 func ValueSets() ([]ValueSet, error) {

@@ -31,6 +31,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -159,6 +160,11 @@ func run(bins, docs binFlag, out, version, revision, source string, created int6
 		})
 	}
 
+	idx, err := withoutArtifactType(idx)
+	if err != nil {
+		return err
+	}
+
 	dir, err := os.MkdirTemp("", "kernel_exporter-image-")
 	if err != nil {
 		return err
@@ -183,6 +189,53 @@ func run(bins, docs binFlag, out, version, revision, source string, created int6
 	}
 	fmt.Println(d)
 	return nil
+}
+
+// withoutArtifactType returns idx with no artifactType in its descriptors.
+// go-containerregistry sets it to each image's config media type, which
+// OCI 1.1 reserves for artifacts; tools that know only OCI 1.0 (skopeo
+// 1.9, Debian 12's) drop the field when they copy the index, and so cannot
+// push it with its digest (skopeo copy --all --preserve-digests fails,
+// without it the pushed index has another digest than the one printed).
+func withoutArtifactType(idx v1.ImageIndex) (v1.ImageIndex, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	m = m.DeepCopy()
+	for i := range m.Manifests {
+		m.Manifests[i].ArtifactType = ""
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return plainIndex{inner: idx, raw: raw, m: m}, nil
+}
+
+// plainIndex is an image index whose manifest is raw; its images are
+// those of the index it wraps.
+type plainIndex struct {
+	inner v1.ImageIndex
+	raw   []byte
+	m     *v1.IndexManifest
+}
+
+func (p plainIndex) RawManifest() ([]byte, error) { return p.raw, nil }
+
+func (p plainIndex) MediaType() (types.MediaType, error) { return p.inner.MediaType() }
+
+func (p plainIndex) Image(h v1.Hash) (v1.Image, error) { return p.inner.Image(h) }
+
+func (p plainIndex) ImageIndex(h v1.Hash) (v1.ImageIndex, error) { return p.inner.ImageIndex(h) }
+
+func (p plainIndex) IndexManifest() (*v1.IndexManifest, error) { return p.m.DeepCopy(), nil }
+
+func (p plainIndex) Size() (int64, error) { return int64(len(p.raw)), nil }
+
+func (p plainIndex) Digest() (v1.Hash, error) {
+	h, _, err := v1.SHA256(bytes.NewReader(p.raw))
+	return h, err
 }
 
 // archImage is the linux/arch image: one layer, config with entrypoint,

@@ -82,6 +82,10 @@ func TestRunReproducible(t *testing.T) {
 			t.Errorf("image index lacks %s: %s", want, inner)
 		}
 	}
+	// No artifactType: OCI 1.0 tools (skopeo 1.9) would rewrite the index.
+	if strings.Contains(inner, "artifactType") {
+		t.Errorf("image index has artifactType: %s", inner)
+	}
 	if string(files["oci-layout"]) == "" {
 		t.Errorf("no oci-layout file")
 	}

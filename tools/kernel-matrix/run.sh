@@ -39,7 +39,7 @@ SELECTED=${KE_MATRIX_KERNELS-5.10 6.1}
 # programs it runs like 6.1 are left to 6.1, to keep it within ~3 minutes
 # of TCG.
 KERNELS=(
-	'5.10|^linux-image-5\.10\.0-[0-9]+-cloud-amd64-unsigned$|bullseye|fentry,kprobes|biolatency,funccount,funclatency,ipc,llc,packet_drops,runqlat,runqlat_cgroup,stackcount,syscalls|^TestMatrix(Programs|Funclatency|Funccount|Stackcount|AcceptLatency|FallbackChain|Requires|BTFPath|SoftirqRaise|RunqlatCgroup|AcceptPerProcess|PortExhaustion|DNSLatency|USDTLibbpf|ProfileCPU|ProfileKernel|ProfileOffCPU)$'
+	'5.10|^linux-image-5\.10\.0-[0-9]+-cloud-amd64-unsigned$|bullseye|fentry,kprobes|biolatency,funccount,funclatency,ipc,llc,packet_drops,runqlat,runqlat_cgroup,stackcount,syscalls|^TestMatrix(Programs|Funclatency|Funccount|Stackcount|AcceptLatency|FallbackChain|Requires|BTFPath|SoftirqRaise|RunqlatCgroup|AcceptPerProcess|PortExhaustion|DNSLatency|USDTLibbpf|ProfileCPU|ProfileKernel|ProfileOffCPU|MemlockPodCaps)$'
 	'6.1|^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$||fentry,kprobes|ipc,llc|'
 )
 

@@ -97,3 +97,45 @@ metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The allow-list of user programs' objects, one "<sha256>  <name>.bpf.o" line
+each: the digests of userPrograms.objects, then allowedDigests. "" without
+checkDigests or user programs.
+*/}}
+{{- define "kernel-exporter.allowedDigests" -}}
+{{- if and .Values.userPrograms.checkDigests (include "kernel-exporter.configNames" .) -}}
+{{- $lines := list -}}
+{{- range $name, $b64 := .Values.userPrograms.objects -}}
+{{- $lines = append $lines (printf "%s  %s.bpf.o" ($b64 | toString | nospace | b64dec | sha256sum) $name) -}}
+{{- end -}}
+{{- range .Values.userPrograms.allowedDigests -}}
+{{- $lines = append $lines (printf "%s  allowedDigests" (trimPrefix "sha256:" . | lower)) -}}
+{{- end -}}
+{{- printf "# The objects the exporter may load (sha256sum format).\n%s\n" (join "\n" $lines) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The image: <repository>@<digest> when image.digest is set, else <repository>:<tag>. */}}
+{{- define "kernel-exporter.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The labels of helm test's objects: the chart's, but not its selector's
+(the DaemonSet, the Service and the monitors must not take the test pod
+for an exporter).
+*/}}
+{{- define "kernel-exporter.testLabels" -}}
+app.kubernetes.io/name: {{ include "kernel-exporter.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: test
+app.kubernetes.io/part-of: kernel-exporter
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
