@@ -212,13 +212,15 @@ func markIdle(rows []row, states []collector.State, idle map[string][]string, wi
 // it (package audit's State): the kernel counter (source), the ratio of
 // our events to the kernel's in the last interval when HasRatio, whether
 // it is in the band the alert allows, and why the last interval was not
-// compared ("" when it was).
+// compared ("" when it was), or why this kernel does not keep the
+// counter (Unavailable, "" when it does: not marked, as it is no fault).
 type AuditState struct {
-	Source   string
-	Ratio    float64
-	HasRatio bool
-	InBand   bool
-	Err      string
+	Source      string
+	Ratio       float64
+	HasRatio    bool
+	InBand      bool
+	Err         string
+	Unavailable string
 }
 
 // auditCell is an AuditState as shown: Class "" in the band, "mark"
@@ -239,6 +241,8 @@ func addAudit(rows []row, states []collector.State, audits map[string][]AuditSta
 		for _, a := range as {
 			c := auditCell{Source: collector.LabelValue(a.Source)}
 			switch {
+			case a.Unavailable != "":
+				c.Text = "not available on this kernel: " + collector.LabelValue(a.Unavailable)
 			case a.Err != "":
 				c.Text, c.Class = "not compared: "+collector.LabelValue(a.Err), "mark"
 			case !a.HasRatio:

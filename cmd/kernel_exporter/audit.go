@@ -46,7 +46,7 @@ func (f *auditFlags) start(ctx context.Context, exp *exporter.Exporter, log *slo
 		out := map[string][]web.AuditState{}
 		for c, ss := range a.States() {
 			for _, s := range ss {
-				out[c] = append(out[c], web.AuditState{Source: s.Source, Ratio: s.Ratio, HasRatio: s.HasRatio, InBand: s.InBand, Err: s.Err})
+				out[c] = append(out[c], web.AuditState{Source: s.Source, Ratio: s.Ratio, HasRatio: s.HasRatio, InBand: s.InBand, Err: s.Err, Unavailable: s.Unavailable})
 			}
 		}
 		return out
