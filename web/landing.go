@@ -27,8 +27,10 @@ import (
 	"bytes"
 	_ "embed"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -260,6 +262,34 @@ func addAudit(rows []row, states []collector.State, audits map[string][]AuditSta
 			rows[i].Audit = append(rows[i].Audit, auditCell{Source: strings.Join(idle, ", "), Text: "no kernel events"})
 		}
 	}
+}
+
+// uiAudit turns the audit's states by config into the live page's (package
+// ui), by config name then as given (by kernel counter).
+func uiAudit(audits map[string][]AuditState) []ui.AuditData {
+	out := []ui.AuditData{}
+	for _, c := range slices.Sorted(maps.Keys(audits)) {
+		for _, a := range audits[c] {
+			d := ui.AuditData{Config: c, Source: a.Source}
+			switch {
+			case a.Unavailable != "":
+				d.State, d.Reason = ui.AuditUnavailable, a.Unavailable
+			case a.Err != "":
+				d.State, d.Reason = ui.AuditError, a.Err
+			case !a.HasRatio:
+				d.State = ui.AuditNoEvents
+			default:
+				r := a.Ratio
+				d.Ratio = &r
+				d.State = ui.AuditOutOfBand
+				if a.InBand {
+					d.State = ui.AuditInBand
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // alternative is an alternatives group, with only what the reason does

@@ -3,8 +3,13 @@
 package web
 
 import (
+	"encoding/json"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	toolkit "github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/kernel-exporter/kernel_exporter/collector"
 )
@@ -39,5 +44,47 @@ func TestLandingAudit(t *testing.T) {
 	}
 	if r := rowOf(page, "oomkill"); r == "" || strings.Contains(r, "audit:") {
 		t.Errorf("oomkill has no audit here, yet its row shows one:\n%s", r)
+	}
+}
+
+// TestUIAudit checks the live page's data (/ui/data, served by NewServer)
+// carries each config's audit as the landing page shows it: by config,
+// each pair's state, its ratio (null without one) and the reason of an
+// error or of a counter this kernel does not keep; an empty list with the
+// audit off.
+func TestUIAudit(t *testing.T) {
+	o := opts("/metrics")
+	o.Audit = func() map[string][]AuditState {
+		return map[string][]AuditState{
+			"runqlat":    {{Source: "schedstat_switch_ins", Unavailable: "/proc/schedstat is absent (CONFIG_SCHEDSTATS off)"}},
+			"biolatency": {{Source: "block_discards"}, {Source: "block_flushes", HasRatio: true, Ratio: 0.5}, {Source: "block_reads", HasRatio: true, Ratio: 1, InBand: true}},
+			"softirq":    {{Source: "softirqs_rcu", Err: "/proc/softirqs: no RCU row"}},
+		}
+	}
+	get := func(o Options) string {
+		srv, err := NewServer(prometheus.NewRegistry(), nil, &collector.Status{}, &toolkit.FlagConfig{}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		srv.HTTP.Handler.ServeHTTP(rec, httptest.NewRequest("GET", "/ui/data", nil))
+		var d struct {
+			Audit json.RawMessage `json:"audit"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &d); err != nil || rec.Code != 200 {
+			t.Fatalf("/ui/data: %d %v %s", rec.Code, err, rec.Body)
+		}
+		return string(d.Audit)
+	}
+	want := `[{"config":"biolatency","source":"block_discards","state":"no_events","ratio":null},` +
+		`{"config":"biolatency","source":"block_flushes","state":"out_of_band","ratio":0.5},` +
+		`{"config":"biolatency","source":"block_reads","state":"in_band","ratio":1},` +
+		`{"config":"runqlat","source":"schedstat_switch_ins","state":"unavailable","ratio":null,"reason":"/proc/schedstat is absent (CONFIG_SCHEDSTATS off)"},` +
+		`{"config":"softirq","source":"softirqs_rcu","state":"error","ratio":null,"reason":"/proc/softirqs: no RCU row"}]`
+	if got := get(o); got != want {
+		t.Errorf("/ui/data audit:\n got %s\nwant %s", got, want)
+	}
+	if got := get(opts("/metrics")); got != "[]" {
+		t.Errorf("/ui/data audit with the audit off: %s, want []", got)
 	}
 }
