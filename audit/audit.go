@@ -20,12 +20,16 @@
 //	kernel_exporter_audit_errors_total                        counter
 //
 // The ratio is the last interval's, absent while the kernel counted
-// nothing in it (or before the second interval). The kernel files are
+// nothing in it (or before the second interval). A kernel counter this
+// kernel does not keep (UnavailableError: /proc/schedstat without
+// CONFIG_SCHEDSTATS) makes its pair "not available", logged once at
+// info level, with no ratio and no error counted. The kernel files are
 // read with package bounded; their parsers are fuzzed.
 package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -102,7 +106,10 @@ type pair struct {
 	dOurs, dKernel float64
 	err            string
 	errors         uint64
-	seen           bool // in the last interval's targets
+	// unavail is why the kernel does not keep the counter
+	// (UnavailableError.Reason), "" while it does.
+	unavail string
+	seen    bool // in the last interval's targets
 }
 
 // New returns an Auditor; Run runs it.
@@ -168,12 +175,21 @@ func (a *Auditor) Tick() {
 				a.pairs[key] = p
 			}
 			p.seen = true
-			ours, oerr := Count(snap, t.MetricName(e.Metric), e.Labels)
 			kerr := firstErr(before[i].err, after[i].err)
+			var ue *UnavailableError
+			if errors.As(kerr, &ue) {
+				if p.unavail != ue.Reason {
+					a.log.Info("audit: kernel counter not available on this kernel, not compared", "config", t.Config, "kernel_counter", e.Source, "reason", ue.Reason)
+				}
+				p.setUnavailable(ue.Reason)
+				continue
+			}
+			p.unavail = ""
+			ours, oerr := Count(snap, t.MetricName(e.Metric), e.Labels)
 			kern := float64(before[i].v)/2 + float64(after[i].v)/2
 			p.update(ours, oerr, kern, kerr, snap.Start)
 			if p.err != "" {
-				a.log.Debug("audit: interval not compared", "config", t.Config, "source", e.Source, "err", p.err)
+				a.log.Debug("audit: interval not compared", "config", t.Config, "kernel_counter", e.Source, "err", p.err)
 			}
 		}
 	}
@@ -199,6 +215,14 @@ func (a *Auditor) readKernel(entries []config.Audit) []reading {
 		out[i].v, out[i].err = k.Read(e.Source)
 	}
 	return out
+}
+
+// setUnavailable notes that the kernel does not keep the pair's counter:
+// no comparison, no ratio, no error.
+func (p *pair) setUnavailable(reason string) {
+	p.unavail, p.err = reason, ""
+	p.hasRatio, p.based = false, false
+	p.dOurs, p.dKernel = 0, 0
 }
 
 // update compares one interval's readings with the previous ones.
@@ -301,6 +325,10 @@ type State struct {
 	Ours, Kernel float64
 	// Err is why the last interval was not compared ("" when it was).
 	Err string
+	// Unavailable is why the kernel does not keep the counter (package
+	// doc, UnavailableError), "" when it does; such a pair is never
+	// compared and counts no error.
+	Unavailable string
 }
 
 // States returns each config's audited pairs, by source name.
@@ -310,7 +338,7 @@ func (a *Auditor) States() map[string][]State {
 	out := map[string][]State{}
 	for k, p := range a.pairs {
 		out[k.config] = append(out[k.config], State{Source: k.source, Ratio: p.ratio, HasRatio: p.hasRatio,
-			InBand: p.hasRatio && p.ratio >= BandLow && p.ratio <= BandHigh, Ours: p.dOurs, Kernel: p.dKernel, Err: p.err})
+			InBand: p.hasRatio && p.ratio >= BandLow && p.ratio <= BandHigh, Ours: p.dOurs, Kernel: p.dKernel, Err: p.err, Unavailable: p.unavail})
 	}
 	for _, s := range out {
 		slices.SortFunc(s, func(x, y State) int { return strings.Compare(x.Source, y.Source) })
@@ -326,7 +354,7 @@ var (
 		"Our events over the kernel's in the last audit interval (--audit.interval), by config and kernel counter (source); absent while the kernel counted none",
 		[]string{"config", "source"}, nil)
 	errorsDesc = prometheus.NewDesc("kernel_exporter_audit_errors_total",
-		"Audit intervals not compared because the metric or the kernel counter could not be read, by config and kernel counter (source)",
+		"Audit intervals not compared because the metric or the kernel counter could not be read, by config and kernel counter (source); a counter this kernel does not keep (no /proc/schedstat) counts none",
 		[]string{"config", "source"}, nil)
 )
 

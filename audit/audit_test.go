@@ -3,6 +3,9 @@
 package audit
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,8 +78,42 @@ func TestSources(t *testing.T) {
 	if len(want) != len(config.AuditSources) {
 		t.Errorf("%d sources tested, config.AuditSources has %d", len(want), len(config.AuditSources))
 	}
-	if _, err := NewKernel(t.TempDir()).Read("oom_kills"); err == nil || !strings.Contains(err.Error(), "/proc/vmstat") {
-		t.Errorf("missing file: %v", err)
+	// A file or line the kernel does not have: not available, with the
+	// reason.
+	for _, tc := range []struct{ source, file, content, reason string }{
+		{"oom_kills", "proc/vmstat", "", "/proc/vmstat is absent (no CONFIG_PROC_FS)"},
+		{"schedstat_switch_ins", "proc/schedstat", "", "/proc/schedstat is absent (CONFIG_SCHEDSTATS off)"},
+		{"tcp_retrans_segs", "proc/net/snmp", "", "/proc/net/snmp is absent (no CONFIG_NET or CONFIG_PROC_FS)"},
+		{"block_reads", "sys/block", "", "/sys/block is absent (sysfs not mounted, or no CONFIG_BLOCK)"},
+		{"oom_kills", "proc/vmstat", "nr_free_pages 1\n", "/proc/vmstat: no oom_kill line"},
+		{"schedstat_switch_ins", "proc/schedstat", "version 18\ncpu0 1 2 3 4 5 6 7 8 9\n", "/proc/schedstat: version 18, want 15 to 17"},
+		{"tcp_retrans_segs", "proc/net/snmp", "Tcp: RtoAlgorithm\nTcp: 1\n", "/proc/net/snmp: Tcp: no field RetransSegs"},
+		{"softirqs_rcu", "proc/softirqs", "CPU0\nHI: 1\n", "/proc/softirqs: no RCU row"},
+	} {
+		r := t.TempDir()
+		if tc.content != "" {
+			p := filepath.Join(r, tc.file)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := NewKernel(r).Read(tc.source)
+		var ue *UnavailableError
+		if !errors.As(err, &ue) || ue.Reason != tc.reason {
+			t.Errorf("%s from %q: %v, want not available: %s", tc.source, tc.content, err, tc.reason)
+		}
+	}
+	// A file that exists but cannot be read is a read error.
+	r := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(r, "proc/vmstat"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UnavailableError
+	if _, err := NewKernel(r).Read("oom_kills"); err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "/proc/vmstat") {
+		t.Errorf("/proc/vmstat a directory: %v, want a read error", err)
 	}
 }
 
@@ -214,15 +251,17 @@ kernel_exporter_audit_events_total{config="c",side="ours",source="softirqs_net_r
 	if err := testutil.CollectAndCompare(a, strings.NewReader(want), "kernel_exporter_audit_events_total"); err != nil {
 		t.Error(err)
 	}
-	// A kernel file gone: an error, counted, and the interval after it
-	// only sets a new baseline.
-	os.Remove(filepath.Join(root, "proc/softirqs"))
+	// A kernel file that cannot be parsed: an error, counted, and the
+	// interval after it only sets a new baseline.
+	if err := os.WriteFile(filepath.Join(root, "proc/softirqs"), []byte("CPU0\nNET_RX: SECRET\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a.Tick()
-	if st := a.States()["c"]; st[1].Err == "" || !strings.Contains(st[1].Err, "/proc/softirqs") {
-		t.Errorf("state without /proc/softirqs: %+v", st[1])
+	if st := a.States()["c"]; st[1].Err != "/proc/softirqs: row 1: not a decimal number (6 bytes)" || st[1].Unavailable != "" {
+		t.Errorf("state with a malformed /proc/softirqs: %+v", st[1])
 	}
 	if err := testutil.CollectAndCompare(a, strings.NewReader(`
-# HELP kernel_exporter_audit_errors_total Audit intervals not compared because the metric or the kernel counter could not be read, by config and kernel counter (source)
+# HELP kernel_exporter_audit_errors_total Audit intervals not compared because the metric or the kernel counter could not be read, by config and kernel counter (source); a counter this kernel does not keep (no /proc/schedstat) counts none
 # TYPE kernel_exporter_audit_errors_total counter
 kernel_exporter_audit_errors_total{config="c",source="block_reads"} 0
 kernel_exporter_audit_errors_total{config="c",source="softirqs_net_rx"} 1
@@ -231,6 +270,73 @@ kernel_exporter_audit_errors_total{config="c",source="softirqs_net_rx"} 1
 	}
 	if _, err := reg.Gather(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestAuditorUnavailable checks a pair whose kernel counter this kernel
+// does not keep (no /proc/schedstat, as on a kernel without
+// CONFIG_SCHEDSTATS): not available with the reason, logged once at info
+// level, no ratio, no error counted over many intervals; then a
+// /proc/schedstat that appears malformed is a read error, counted.
+func TestAuditorUnavailable(t *testing.T) {
+	root := t.TempDir()
+	fakeRoot(t, root, 1)
+	if err := os.Remove(filepath.Join(root, "proc/schedstat")); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h := slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})
+	reads := 0.0
+	a := New(Options{Root: root, Logger: slog.New(h), Targets: func() []Target {
+		return []Target{{Config: "runqlat", Read: func() *collector.Snapshot { return snapshot(time.Unix(1, 0), reads, 0, nil) },
+			MetricName: func(s string) string { return "kernel_" + s },
+			Entries:    []config.Audit{{Metric: "ops_total", Source: "schedstat_switch_ins"}}}}
+	}})
+	for range 5 {
+		reads += 100
+		a.Tick()
+	}
+	st := a.States()["runqlat"]
+	if len(st) != 1 || st[0].Unavailable != "/proc/schedstat is absent (CONFIG_SCHEDSTATS off)" || st[0].Err != "" || st[0].HasRatio {
+		t.Errorf("states = %+v", st)
+	}
+	if got := logs.String(); got != "level=INFO msg=\"audit: kernel counter not available on this kernel, not compared\" config=runqlat kernel_counter=schedstat_switch_ins reason=\"/proc/schedstat is absent (CONFIG_SCHEDSTATS off)\"\n" {
+		t.Errorf("logs after 5 intervals:\n%s", got)
+	}
+	errs := func() float64 {
+		return testutil.ToFloat64(prometheus.CollectorFunc(func(ch chan<- prometheus.Metric) {
+			m := make(chan prometheus.Metric, 8)
+			a.Collect(m)
+			close(m)
+			for x := range m {
+				if strings.Contains(x.Desc().String(), "kernel_exporter_audit_errors_total") {
+					ch <- x
+				}
+			}
+		}))
+	}
+	if n := errs(); n != 0 {
+		t.Errorf("errors after 5 intervals without /proc/schedstat: %v, want 0", n)
+	}
+	if n := testutil.CollectAndCount(a, "kernel_exporter_audit_ratio"); n != 0 {
+		t.Errorf("ratios: %d, want none", n)
+	}
+	// A real read error still counts, every interval.
+	if err := os.WriteFile(filepath.Join(root, "proc/schedstat"), []byte("version 17\ncpu0 1 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.Tick()
+	a.Tick()
+	if st := a.States()["runqlat"]; st[0].Unavailable != "" || st[0].Err != "/proc/schedstat: cpu line with 3 fields, want 10 or more" {
+		t.Errorf("state with a malformed /proc/schedstat: %+v", st[0])
+	}
+	if n := errs(); n != 2 {
+		t.Errorf("errors after 2 intervals with a malformed /proc/schedstat: %v, want 2", n)
 	}
 }
 

@@ -12,8 +12,9 @@ import (
 )
 
 // BenchmarkTick measures one audit interval of the bundled audits
-// (biolatency's 3 entries, softirq's 10, a context_switches one, and
-// tcp_retransmits', oomkill's and direct_reclaim's) on this machine's
+// (biolatency's 3 entries, softirq's 10, a context_switches one, a
+// tcp_retrans_segs one as a user config may name, oomkill's and
+// direct_reclaim's) on this machine's
 // kernel files (/sys/block, /proc): the counters read twice, the
 // snapshots counted. The maps' reads are the collector's
 // (collector.Config.Read, measured by its own benchmarks) and are left

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/kernel-exporter/kernel_exporter/bounded"
 )
@@ -45,6 +47,50 @@ var softirqVectors = []struct{ row, source string }{
 // source (Documentation/block/stat.rst).
 var diskField = map[string]int{"block_reads": 0, "block_writes": 4, "block_discards": 11, "block_flushes": 15}
 
+// UnavailableError is the error of a kernel counter this kernel does not
+// keep: its file is absent (/proc/schedstat without CONFIG_SCHEDSTATS),
+// or the file lacks the counter's line or field, or has a format version
+// we do not read. The audit shows such a pair as not available, with
+// Reason, and counts no error: the kernel cannot give it, on every
+// interval alike. Every other error (a file that exists but cannot be
+// read, a malformed line) is a read error.
+type UnavailableError struct {
+	// Reason says what is missing, e.g. "/proc/schedstat is absent
+	// (CONFIG_SCHEDSTATS off)"; it never quotes a file's content.
+	Reason string
+}
+
+func (e *UnavailableError) Error() string { return "not available on this kernel: " + e.Reason }
+
+// absentHint says which kernel option provides a file, for Reason.
+var absentHint = map[string]string{
+	"/proc/schedstat": " (CONFIG_SCHEDSTATS off)",
+	"/proc/net/snmp":  " (no CONFIG_NET or CONFIG_PROC_FS)",
+	"/proc/softirqs":  " (no CONFIG_PROC_FS)",
+	"/proc/vmstat":    " (no CONFIG_PROC_FS)",
+	"/proc/stat":      " (no CONFIG_PROC_FS)",
+	"/sys/block":      " (sysfs not mounted, or no CONFIG_BLOCK)",
+}
+
+// absent turns err into an UnavailableError when it says path does not
+// exist.
+func absent(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return &UnavailableError{Reason: path + " is absent" + absentHint[path]}
+	}
+	return err
+}
+
+// errMissing marks a parser's error for a counter the file does not
+// have (a line, a field, a format version): Kernel.Read turns it into an
+// UnavailableError.
+var errMissing = errors.New("missing")
+
+// missing returns an error that wraps errMissing.
+func missing(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errMissing}, args...)...)
+}
+
 // Kernel reads the kernel's counters for one config's interval: each file
 // at most once, so that the counters of one interval come from one read.
 // Root is the file system root ("/" but in tests).
@@ -73,6 +119,7 @@ func (k *Kernel) file(path string, limit int64) ([]byte, error) {
 	}
 	b, err := bounded.ReadFile(k.path(path), "kernel counter file", limit)
 	if err != nil {
+		err = absent(path, err)
 		k.errs[path] = err
 		return nil, err
 	}
@@ -143,7 +190,7 @@ func (k *Kernel) Read(source string) (uint64, error) {
 			if v.source == source {
 				n, ok := k.softirqs[v.row]
 				if !ok {
-					return 0, fmt.Errorf("/proc/softirqs: no %s row", v.row)
+					return 0, &UnavailableError{Reason: "/proc/softirqs: no " + v.row + " row"}
 				}
 				return n, nil
 			}
@@ -154,6 +201,9 @@ func (k *Kernel) Read(source string) (uint64, error) {
 
 func fileErr(path string) func(uint64, error) (uint64, error) {
 	return func(v uint64, err error) (uint64, error) {
+		if errors.Is(err, errMissing) {
+			return 0, &UnavailableError{Reason: path + ": " + strings.TrimPrefix(err.Error(), "missing: ")}
+		}
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", path, err)
 		}
@@ -173,7 +223,7 @@ func (k *Kernel) readDisks() (*[16]uint64, error) {
 	}
 	dir, err := os.Open(k.path("/sys/block"))
 	if err != nil {
-		return nil, err
+		return nil, absent("/sys/block", err)
 	}
 	names, err := dir.Readdirnames(maxDisks + 1)
 	dir.Close()
@@ -241,7 +291,7 @@ func ParseProcStatCtxt(b []byte) (uint64, error) {
 			return v, nil
 		}
 	}
-	return 0, errors.New("no ctxt line")
+	return 0, missing("no ctxt line")
 }
 
 // ParseSchedstatSwitchIns sums field 9 of the cpu<N> lines of
@@ -260,7 +310,7 @@ func ParseSchedstatSwitchIns(b []byte) (uint64, error) {
 				return 0, fmt.Errorf("version: %w", err)
 			}
 			if v < 15 || v > 17 {
-				return 0, fmt.Errorf("version %d, want 15 to 17", v)
+				return 0, missing("version %d, want 15 to 17", v)
 			}
 			version = int(v)
 			continue
@@ -357,9 +407,9 @@ func ParseSNMP(b []byte, proto, name string) (uint64, error) {
 				return v, nil
 			}
 		}
-		return 0, fmt.Errorf("%s: no field %s", proto, name)
+		return 0, missing("%s: no field %s", proto, name)
 	}
-	return 0, fmt.Errorf("no %s lines", proto)
+	return 0, missing("no %s lines", proto)
 }
 
 // ParseVmstat returns the value of /proc/vmstat's line name (exact), or
@@ -387,7 +437,7 @@ func ParseVmstat(b []byte, name string, exact bool) (uint64, error) {
 		}
 	}
 	if !found {
-		return 0, fmt.Errorf("no %s line", name)
+		return 0, missing("no %s line", name)
 	}
 	return sum, nil
 }

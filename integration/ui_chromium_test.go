@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,13 +22,16 @@ import (
 // TestUIChromium opens /ui/ in headless Chromium on an exporter running the
 // default programs while O_DIRECT I/O runs, takes a screenshot and checks
 // from its pixels that the biolatency heatmap is not empty, and that the
-// page requested nothing but the exporter. The screenshot is written under
+// page requested nothing but the exporter; and that each config's section
+// shows its self-audit (audited every second) as the landing page does:
+// biolatency's ratios, runqlat's pair not available on a kernel without
+// /proc/schedstat. The screenshot is written under
 // the test's temp dir and, when KE_UI_SCREENSHOT_DIR is set, copied there
 // as ui-heatmap.png.
 func TestUIChromium(t *testing.T) {
 	chromiumPath := findChromium(t)
 	dir := ioTempDir(t)
-	e := Start(t) // the default programs: timers, biolatency, runqlat
+	e := Start(t, "--audit.interval=1s") // the default programs: timers, biolatency, runqlat
 	self, err := url.Parse(e.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +116,42 @@ func TestUIChromium(t *testing.T) {
 	t.Logf("poll with no new sample: %s", empty)
 	if !strings.Contains(empty, "deltas [[]") {
 		t.Errorf("poll with no new sample: %s, want histograms with empty deltas", empty)
+	}
+
+	// The audit line of each section, and each pair's state and mark.
+	type auditView struct {
+		Text  map[string]string
+		Spans []struct{ Source, State, Class, Text string }
+	}
+	av, err := chromedp.Run(ctx, chromedp.Evaluate[auditView](`(() => {
+		const out = {Text: {}, Spans: []};
+		for (const s of document.querySelectorAll('section.config')) {
+			const p = s.querySelector('p.audit');
+			out.Text[s.id] = p ? p.textContent : '';
+			if (p) for (const sp of p.querySelectorAll('span')) out.Spans.push({Source: sp.dataset.source || '', State: sp.dataset.state, Class: sp.className, Text: sp.textContent});
+		}
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("audit lines: %q", av.Text)
+	if !regexp.MustCompile(`^audit:.* block_reads \d+\.\d{3}( |$)`).MatchString(av.Text["biolatency"]) {
+		t.Errorf("biolatency's audit line %q: want block_reads with a ratio (O_DIRECT reads ran)", av.Text["biolatency"])
+	}
+	if _, err := os.Stat("/proc/schedstat"); err != nil {
+		const want = "audit: schedstat_switch_ins not available on this kernel: /proc/schedstat is absent (CONFIG_SCHEDSTATS off)"
+		if av.Text["runqlat"] != want {
+			t.Errorf("runqlat's audit line %q, want %q", av.Text["runqlat"], want)
+		}
+	}
+	if av.Text["timers"] != "" {
+		t.Errorf("timers has no audit section, yet its section shows %q", av.Text["timers"])
+	}
+	for _, sp := range av.Spans {
+		if mark := sp.State == "out_of_band" || sp.State == "error"; mark != (sp.Class == "mark") {
+			t.Errorf("audit %s (%s) %q has class %q", sp.Source, sp.State, sp.Text, sp.Class)
+		}
 	}
 
 	type rect struct{ X, Y, W, H, PX, PY, PW, PH, VW float64 }

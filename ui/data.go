@@ -24,6 +24,31 @@ type Data struct {
 	Times      []int64       `json:"t"` // unix ms of each sample
 	Histograms []HistData    `json:"histograms"`
 	Counters   []CounterData `json:"counters"`
+	// Audit is each config's self-audit now (package audit, as the
+	// landing page shows it), by config then kernel counter; empty when
+	// the audit is off or has not run yet.
+	Audit []AuditData `json:"audit"`
+}
+
+// Audit states of AuditData.State.
+const (
+	AuditInBand      = "in_band"     // the ratio is within [0.98, 1.02]
+	AuditOutOfBand   = "out_of_band" // the ratio is outside it
+	AuditNoEvents    = "no_events"   // the kernel counted none: no ratio
+	AuditError       = "error"       // not compared: Reason says why
+	AuditUnavailable = "unavailable" // this kernel does not keep the counter: Reason says why
+)
+
+// AuditData is one audited pair of a config: the kernel counter
+// (source), its state (one of the Audit* constants), the ratio of our
+// events to the kernel's in the last interval (null without one), and the
+// reason of an error or of a counter not available.
+type AuditData struct {
+	Config string   `json:"config"`
+	Source string   `json:"source"`
+	State  string   `json:"state"`
+	Ratio  *float64 `json:"ratio"`
+	Reason string   `json:"reason,omitempty"`
 }
 
 // HistData is one histogram metric.
@@ -95,9 +120,15 @@ func (fs Floats) MarshalJSON() ([]byte, error) {
 // than the ring), and marks a page as open (see Touch).
 func (s *Sampler) Data(since uint64) *Data {
 	s.Touch()
+	auditData := []AuditData{}
+	if s.audit != nil {
+		if a := s.audit(); a != nil {
+			auditData = a
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := &Data{Running: s.running, IntervalMS: Interval.Milliseconds(), Times: []int64{}, Histograms: []HistData{}, Counters: []CounterData{}}
+	d := &Data{Running: s.running, IntervalMS: Interval.Milliseconds(), Times: []int64{}, Histograms: []HistData{}, Counters: []CounterData{}, Audit: auditData}
 	st := s.st
 	if st == nil || st.seq < st.firstSeq {
 		d.Seq = s.seq

@@ -3,7 +3,9 @@
 // Package ui serves the live page at /ui/: for every histogram metric a
 // heatmap of the last ten minutes at one-second resolution, its current
 // distribution and p50, p99 and p99.9; for every counter metric its top
-// label sets by rate, each with a sparkline. The page is HTML, CSS and
+// label sets by rate, each with a sparkline; under each config's name, its
+// self-audit (package audit) as the landing page shows it, given by
+// Sampler.SetAudit and sent whole with every poll. The page is HTML, CSS and
 // JavaScript embedded in the binary (assets/); it draws on <canvas> itself
 // and fetches nothing but /ui/data from the exporter.
 //

@@ -41,6 +41,9 @@ func TestHandler(t *testing.T) {
 		// iterable").
 		{"GET", "/ui/data?since=1", 200, "application/json", `"t":[],`},
 		{"GET", "/ui/data?since=1", 200, "application/json", `"deltas":[],"quantiles":[],`},
+		// No audit (SetAudit not called): an empty list.
+		{"GET", "/ui/data?since=1", 200, "application/json", `"audit":[]`},
+		{"GET", "/ui/ui.js", 200, "javascript", "renderAudit(d.audit)"},
 		{"GET", "/ui/data?since=-1", 400, "text/plain", `query parameter since "-1"`},
 		{"GET", "/ui/data?since=9007199254740993", 400, "text/plain", "from 0 to 9007199254740992"},
 		{"GET", "/ui/data?since=x", 400, "text/plain", "since"},
@@ -64,6 +67,29 @@ func TestHandler(t *testing.T) {
 	}
 	if !d.Running || d.Seq != 1 || len(d.Histograms) != 1 || d.Histograms[0].Window.Total != 2 || d.Histograms[0].Window.Quantiles[0] != 0.5 {
 		t.Errorf("data %+v", d)
+	}
+}
+
+// TestDataAudit checks that /ui/data carries the audit states SetAudit
+// gives, as given, and that a nil list is served as [].
+func TestDataAudit(t *testing.T) {
+	s, clk := manual()
+	clk.set(t0)
+	r := 0.9921
+	var list []AuditData
+	s.SetAudit(func() []AuditData { return list })
+	rec := httptest.NewRecorder()
+	Handler(s).ServeHTTP(rec, httptest.NewRequest("GET", "/ui/data", nil))
+	if !strings.Contains(rec.Body.String(), `"audit":[]`) {
+		t.Errorf("nil audit list: %s", rec.Body)
+	}
+	list = []AuditData{{Config: "biolatency", Source: "block_reads", State: AuditInBand, Ratio: &r},
+		{Config: "runqlat", Source: "schedstat_switch_ins", State: AuditUnavailable, Reason: "/proc/schedstat is absent (CONFIG_SCHEDSTATS off)"}}
+	rec = httptest.NewRecorder()
+	Handler(s).ServeHTTP(rec, httptest.NewRequest("GET", "/ui/data", nil))
+	want := `"audit":[{"config":"biolatency","source":"block_reads","state":"in_band","ratio":0.9921},{"config":"runqlat","source":"schedstat_switch_ins","state":"unavailable","ratio":null,"reason":"/proc/schedstat is absent (CONFIG_SCHEDSTATS off)"}]`
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("/ui/data: %s\nwant it to contain %s", rec.Body, want)
 	}
 }
 

@@ -34,8 +34,9 @@ const (
 // keeps the ring of deltas (see the package doc). Its methods are safe for
 // concurrent use.
 type Sampler struct {
-	read func() []*collector.Snapshot
-	now  func() time.Time
+	read  func() []*collector.Snapshot
+	now   func() time.Time
+	audit func() []AuditData // nil: no audit (SetAudit)
 
 	mu       sync.Mutex
 	running  bool
@@ -49,6 +50,10 @@ type Sampler struct {
 func NewSampler(read func() []*collector.Snapshot) *Sampler {
 	return &Sampler{read: read, now: time.Now}
 }
+
+// SetAudit makes Data carry f's audit states (nil: none); call it before
+// serving.
+func (s *Sampler) SetAudit(f func() []AuditData) { s.audit = f }
 
 // Touch marks a page as open now and starts the sampler if it is stopped:
 // it reads at once (the baseline) and then every Interval, until no Touch

@@ -27,8 +27,10 @@ import (
 	"bytes"
 	_ "embed"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -212,13 +214,15 @@ func markIdle(rows []row, states []collector.State, idle map[string][]string, wi
 // it (package audit's State): the kernel counter (source), the ratio of
 // our events to the kernel's in the last interval when HasRatio, whether
 // it is in the band the alert allows, and why the last interval was not
-// compared ("" when it was).
+// compared ("" when it was), or why this kernel does not keep the
+// counter (Unavailable, "" when it does: not marked, as it is no fault).
 type AuditState struct {
-	Source   string
-	Ratio    float64
-	HasRatio bool
-	InBand   bool
-	Err      string
+	Source      string
+	Ratio       float64
+	HasRatio    bool
+	InBand      bool
+	Err         string
+	Unavailable string
 }
 
 // auditCell is an AuditState as shown: Class "" in the band, "mark"
@@ -239,6 +243,8 @@ func addAudit(rows []row, states []collector.State, audits map[string][]AuditSta
 		for _, a := range as {
 			c := auditCell{Source: collector.LabelValue(a.Source)}
 			switch {
+			case a.Unavailable != "":
+				c.Text = "not available on this kernel: " + collector.LabelValue(a.Unavailable)
 			case a.Err != "":
 				c.Text, c.Class = "not compared: "+collector.LabelValue(a.Err), "mark"
 			case !a.HasRatio:
@@ -256,6 +262,34 @@ func addAudit(rows []row, states []collector.State, audits map[string][]AuditSta
 			rows[i].Audit = append(rows[i].Audit, auditCell{Source: strings.Join(idle, ", "), Text: "no kernel events"})
 		}
 	}
+}
+
+// uiAudit turns the audit's states by config into the live page's (package
+// ui), by config name then as given (by kernel counter).
+func uiAudit(audits map[string][]AuditState) []ui.AuditData {
+	out := []ui.AuditData{}
+	for _, c := range slices.Sorted(maps.Keys(audits)) {
+		for _, a := range audits[c] {
+			d := ui.AuditData{Config: c, Source: a.Source}
+			switch {
+			case a.Unavailable != "":
+				d.State, d.Reason = ui.AuditUnavailable, a.Unavailable
+			case a.Err != "":
+				d.State, d.Reason = ui.AuditError, a.Err
+			case !a.HasRatio:
+				d.State = ui.AuditNoEvents
+			default:
+				r := a.Ratio
+				d.Ratio = &r
+				d.State = ui.AuditOutOfBand
+				if a.InBand {
+					d.State = ui.AuditInBand
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // alternative is an alternatives group, with only what the reason does

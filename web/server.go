@@ -245,7 +245,12 @@ func NewServer(gatherer prometheus.Gatherer, reg prometheus.Registerer, status *
 	mux.HandleFunc(ReloadPath, reloadHandler(opts.Reload, opts.EnableLifecycle))
 	// The live page (package ui) samples the configs only while a page
 	// polls it.
-	mux.Handle(ui.Path, ui.Handler(ui.NewSampler(status.Read)))
+	// It shows the audit as the landing page does.
+	sampler := ui.NewSampler(status.Read)
+	if opts.Audit != nil {
+		sampler.SetAudit(func() []ui.AuditData { return uiAudit(opts.Audit()) })
+	}
+	mux.Handle(ui.Path, ui.Handler(sampler))
 	for _, p := range slices.Sorted(maps.Keys(opts.Handlers)) {
 		if p == opts.MetricsPath || strings.HasPrefix(opts.MetricsPath, strings.TrimSuffix(p, "/")+"/") || p == "/" || p == ui.Path || p == HealthyPath || p == ReadyPath || p == ReloadPath {
 			return nil, fmt.Errorf("handler path %s clashes with a path the server serves (--web.telemetry-path %s)", p, opts.MetricsPath)

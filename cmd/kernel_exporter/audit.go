@@ -23,7 +23,7 @@ type auditFlags struct {
 // addAuditFlags declares the audit's flags on c.
 func addAuditFlags(c *kingpin.CmdClause) *auditFlags {
 	f := &auditFlags{}
-	c.Flag("audit", "Compare the events of each config with an audit section (biolatency, runqlat, softirq, tcp_retransmits, oomkill, direct_reclaim) with the kernel's own count of them every --audit.interval, served as kernel_exporter_audit_ratio; --no-audit turns it off.").Default("true").BoolVar(&f.on)
+	c.Flag("audit", "Compare the events of each config with an audit section (biolatency, runqlat, softirq, oomkill, direct_reclaim) with the kernel's own count of them every --audit.interval, served as kernel_exporter_audit_ratio; --no-audit turns it off.").Default("true").BoolVar(&f.on)
 	c.Flag("audit.interval", "How often the audit compares our events with the kernel's.").Default(audit.DefaultInterval.String()).DurationVar(&f.interval)
 	return f
 }
@@ -46,7 +46,7 @@ func (f *auditFlags) start(ctx context.Context, exp *exporter.Exporter, log *slo
 		out := map[string][]web.AuditState{}
 		for c, ss := range a.States() {
 			for _, s := range ss {
-				out[c] = append(out[c], web.AuditState{Source: s.Source, Ratio: s.Ratio, HasRatio: s.HasRatio, InBand: s.InBand, Err: s.Err})
+				out[c] = append(out[c], web.AuditState{Source: s.Source, Ratio: s.Ratio, HasRatio: s.HasRatio, InBand: s.InBand, Err: s.Err, Unavailable: s.Unavailable})
 			}
 		}
 		return out

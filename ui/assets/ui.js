@@ -250,6 +250,42 @@ function section(config) {
   return s;
 }
 
+// renderAudit shows each config's self-audit (the data's audit list) in
+// its section, as the landing page does: the ratio of the last interval,
+// marked outside [0.98, 1.02] or when not compared; a counter this kernel
+// does not keep said so, unmarked.
+function renderAudit(list) {
+  const by = new Map();
+  for (const a of list || []) {
+    if (!by.has(a.config)) by.set(a.config, []);
+    by.get(a.config).push(a);
+  }
+  for (const [config, s] of st.sections) {
+    let p = s.querySelector('p.audit');
+    const as = by.get(config);
+    if (!as) { if (p) p.remove(); continue; }
+    if (!p) {
+      p = $('p', { class: 'audit', title: "our events over the kernel's own count of them in the last audit interval (kernel_exporter_audit_ratio)" });
+      s.querySelector('h2').after(p);
+    }
+    const kids = ['audit:'];
+    const idle = [];
+    for (const a of as) {
+      let text, mark = false;
+      switch (a.state) {
+        case 'in_band': text = a.ratio.toFixed(3); break;
+        case 'out_of_band': text = a.ratio.toFixed(3); mark = true; break;
+        case 'error': text = 'not compared: ' + a.reason; mark = true; break;
+        case 'unavailable': text = 'not available on this kernel: ' + a.reason; break;
+        default: idle.push(a.source); continue;
+      }
+      kids.push(' ' + a.source + ' ', $('span', { class: mark ? 'mark' : '', 'data-source': a.source, 'data-state': a.state }, text));
+    }
+    if (idle.length) kids.push(' ' + idle.join(', ') + ' ', $('span', { class: '', 'data-state': 'no_events' }, 'no kernel events'));
+    p.replaceChildren(...kids);
+  }
+}
+
 function histCard(m) {
   // data-plot: the plot area inside the canvas (x, y, width, height in CSS
   // px), where only samples are drawn (the Chromium test reads it).
@@ -360,6 +396,7 @@ async function poll() {
     const d = await r.json();
     merge(d);
     render();
+    renderAudit(d.audit);
     const when = st.times.length ? new Date(st.times[st.times.length - 1]).toLocaleTimeString() : 'waiting for the first sample';
     setStatus(st.times.length + ' samples · last ' + when);
     if (st.hists.size + st.counters.size === 0 && st.times.length > 0) {
