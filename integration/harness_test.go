@@ -146,8 +146,17 @@ func startProc(t *testing.T, wrapper []string, sys *syscall.SysProcAttr, args ..
 	t.Helper()
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	argv := append(append(append([]string{}, wrapper...), binary, "--web.listen-address="+addr), args...)
+	return startArgv(t, addr, argv, sys, "kernel_exporter")
+}
+
+// startArgv runs argv, an exporter told to listen on addr, with the
+// process attributes sys (nil: the defaults) and its output in the
+// Exporter's logs; it stops it at cleanup and fails t, naming what, when
+// it does not serve within 60 s.
+func startArgv(t *testing.T, addr string, argv []string, sys *syscall.SysProcAttr, what string) *Exporter {
+	t.Helper()
+	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	e.cmd = exec.Command(argv[0], argv[1:]...)
 	e.cmd.Stdout = e.logs
 	e.cmd.Stderr = e.logs
@@ -159,7 +168,7 @@ func startProc(t *testing.T, wrapper []string, sys *syscall.SysProcAttr, args ..
 	t.Cleanup(func() { e.Stop() })
 	// Generous: under QEMU's software emulation start-up takes seconds.
 	if err := waitServing(e.URL, e.done, 60*time.Second); err != nil {
-		t.Fatalf("kernel_exporter %v\n%s", err, e.logs)
+		t.Fatalf("%s: %v\n%s", what, err, e.logs)
 	}
 	return e
 }

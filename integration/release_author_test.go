@@ -405,16 +405,5 @@ func expBuckets(ms Metrics, name string, want map[string]string, slot int) (coun
 func startBinary(t *testing.T, exe string, args ...string) *Exporter {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	e.cmd = exec.Command(exe, append([]string{"--web.listen-address=" + addr}, args...)...)
-	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { e.done <- e.cmd.Wait() }()
-	t.Cleanup(func() { e.Stop() })
-	if err := waitServing(e.URL, e.done, 60*time.Second); err != nil {
-		t.Fatalf("%s: %v\n%s", exe, err, e.logs)
-	}
-	return e
+	return startArgv(t, addr, append([]string{exe, "--web.listen-address=" + addr}, args...), nil, exe)
 }
