@@ -290,7 +290,18 @@ func (ms Metrics) Series(name string, want map[string]string) int {
 // whose labels include want, and the cumulative count at bucket le (or -1
 // when no bucket has that bound).
 func (ms Metrics) Hist(name string, want map[string]string, le float64) (count uint64, sum float64, atLE int64) {
-	atLE = -1
+	count, sum, at := ms.histAt(name, want, func(a, b float64) bool { return a == b }, le)
+	return count, sum, at[0]
+}
+
+// histAt returns the summed count and sum of the histogram series of name
+// whose labels include want, and for each of les the summed cumulative
+// count of the buckets whose upper bound is same as it (-1 when none is).
+func (ms Metrics) histAt(name string, want map[string]string, same func(bound, le float64) bool, les ...float64) (count uint64, sum float64, at []int64) {
+	at = make([]int64, len(les))
+	for i := range at {
+		at[i] = -1
+	}
 	if mf, ok := ms[name]; ok {
 		for _, m := range mf.GetMetric() {
 			if !matches(m, want) {
@@ -300,16 +311,15 @@ func (ms Metrics) Hist(name string, want map[string]string, le float64) (count u
 			count += h.GetSampleCount()
 			sum += h.GetSampleSum()
 			for _, b := range h.GetBucket() {
-				if b.GetUpperBound() == le {
-					if atLE < 0 {
-						atLE = 0
+				for i, le := range les {
+					if same(b.GetUpperBound(), le) {
+						at[i] = max(at[i], 0) + int64(b.GetCumulativeCount())
 					}
-					atLE += int64(b.GetCumulativeCount())
 				}
 			}
 		}
 	}
-	return count, sum, atLE
+	return count, sum, at
 }
 
 // LabelValues returns the values of label across the series of name.

@@ -376,29 +376,9 @@ func waitIgnoring(t *testing.T, pid int, sig unix.Signal) {
 // include want, the count, the sum, and the cumulative counts at the exp2
 // bounds 2^(slot-1) and 2^slot ns (-1 when a bound is missing).
 func expBuckets(ms Metrics, name string, want map[string]string, slot int) (count uint64, sum float64, below, at int64) {
-	below, at = -1, -1
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*b }
-	if mf, ok := ms[name]; ok {
-		for _, m := range mf.GetMetric() {
-			if !matches(m, want) {
-				continue
-			}
-			h := m.GetHistogram()
-			count += h.GetSampleCount()
-			sum += h.GetSampleSum()
-			for _, b := range h.GetBucket() {
-				for _, c := range []struct {
-					p *int64
-					k int
-				}{{&below, slot - 1}, {&at, slot}} {
-					if near(b.GetUpperBound(), math.Ldexp(1, c.k)*1e-9) {
-						*c.p = max(*c.p, 0) + int64(b.GetCumulativeCount())
-					}
-				}
-			}
-		}
-	}
-	return count, sum, below, at
+	count, sum, les := ms.histAt(name, want, near, math.Ldexp(1, slot-1)*1e-9, math.Ldexp(1, slot)*1e-9)
+	return count, sum, les[0], les[1]
 }
 
 // startBinary is Start with another kernel_exporter binary (the release's).
