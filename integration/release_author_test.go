@@ -241,13 +241,7 @@ func TestReleaseAuthor(t *testing.T) {
 			t.Errorf("%s: make check:\n%s", p.name, out)
 		}
 		for _, f := range []string{p.name + ".bpf.o", p.name + ".yaml"} {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(configs, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			copyProbeFile(t, filepath.Join(dir, f), filepath.Join(configs, f))
 		}
 	}
 
