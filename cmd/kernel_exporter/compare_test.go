@@ -45,6 +45,13 @@ func vectorJSON(samples ...string) string {
 func TestCompareBounds(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
+	// stall holds an answer until the client gives up or the test ends.
+	stall := func(r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}
 	names := vectorJSON(`{"metric":{"__name__":"kernel_calls_total"},"value":[1,"2"]}`)
 	hosts := vectorJSON(`{"metric":{"instance":"h1"},"value":[1,"1"]}`)
 	var many strings.Builder
@@ -61,19 +68,13 @@ func TestCompareBounds(t *testing.T) {
 		want   string
 	}{
 		{"hangs", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
-			select {
-			case <-r.Context().Done():
-			case <-hang:
-			}
+			stall(r)
 		}, "no answer within 500ms (--query.timeout)"},
 		{"hangs mid-body", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[`)
 			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-			case <-hang:
-			}
+			stall(r)
 		}, "no answer within 500ms (--query.timeout)"},
 		{"garbage", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
 			w.Header().Set("Content-Type", "application/json")
