@@ -3,6 +3,7 @@
 package bpfstats
 
 import (
+	"cmp"
 	"context"
 	"slices"
 )
@@ -157,12 +158,4 @@ func (l *Listing) Map(id uint32) *Map {
 	return &l.Maps[i]
 }
 
-func cmpU32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
+func cmpU32(a, b uint32) int { return cmp.Compare(a, b) }

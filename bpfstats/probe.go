@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernel-exporter/kernel_exporter/internal/runcount"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
@@ -52,19 +52,7 @@ func NewStatsProbe() (*StatsProbe, error) {
 		return nil, fmt.Errorf("statistics probe map: %w", err)
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "ke_stats_probe", Type: ebpf.PerfEvent, License: "GPL",
-		Instructions: asm.Instructions{
-			asm.LoadMapPtr(asm.R1, m.FD()),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "out"),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Add.Imm(asm.R1, 1),
-			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-			asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-			asm.Return(),
-		}})
+		Instructions: runcount.Instructions(m)})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("statistics probe program: %w", err)

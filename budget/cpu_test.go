@@ -501,6 +501,21 @@ func (c cancelAfter) Sleep(ctx context.Context, d time.Duration) error {
 	return err
 }
 
+// stepAcrossGap steps s twice: config b (clk.progs[2]) runs at 0.4 CPU
+// s/s for the 9 s between the windows and at 0.04 in the second one. It
+// returns the second step's rates and the window it measured.
+func stepAcrossGap(s *CPU, clk *fakeClock) (map[string]float64, time.Duration) {
+	ctx := context.Background()
+	s.Step(ctx)
+	b := clk.progs[2]
+	b.rate = 0.4
+	_ = clk.Sleep(ctx, 9*time.Second)
+	b.rate = 0.04
+	rates := s.Step(ctx)
+	_, window, _ := s.LastRates()
+	return rates, window
+}
+
 // With kernel.bpf_stats_enabled=1 at the end of one window and the start
 // of the next, the kernel counted every run in between: the second window
 // is measured from the first one's end, so a config that ran over its
@@ -513,14 +528,7 @@ func TestSysctlOnMeasuresThePeriod(t *testing.T) {
 		if sysctl {
 			*on = 1 // the sysctl holds statistics on
 		}
-		ctx := context.Background()
-		s.Step(ctx)
-		b := clk.progs[2]
-		b.rate = 0.4
-		_ = clk.Sleep(ctx, 9*time.Second)
-		b.rate = 0.04
-		rates := s.Step(ctx)
-		_, window, _ := s.LastRates()
+		rates, window := stepAcrossGap(s, clk)
 		wantRate, wantWindow := 0.04, time.Second
 		if sysctl {
 			wantRate, wantWindow = (9*0.4+0.04)/10, 10*time.Second
@@ -559,14 +567,7 @@ func TestProbeOnMeasuresThePeriod(t *testing.T) {
 	s, clk, _, on := setup(t)
 	*on = 1 // another holder
 	s.opts.Probe = &probeFake{clk: clk, on: on, last: clk.now}
-	ctx := context.Background()
-	s.Step(ctx)
-	b := clk.progs[2]
-	b.rate = 0.4
-	_ = clk.Sleep(ctx, 9*time.Second)
-	b.rate = 0.04
-	rates := s.Step(ctx)
-	if _, window, _ := s.LastRates(); !near(rates["b"], (9*0.4+0.04)/10) || window != 10*time.Second {
+	if rates, window := stepAcrossGap(s, clk); !near(rates["b"], (9*0.4+0.04)/10) || window != 10*time.Second {
 		t.Errorf("rate b %v over %v, want %v over 10s", rates["b"], window, (9*0.4+0.04)/10)
 	}
 }

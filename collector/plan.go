@@ -368,7 +368,7 @@ func (p *Plan) compileLabels(path string, mp *MetricPlan, labels []config.Label,
 }
 
 // mapNames lists the object's maps for an error, as config.Quote shows
-// them, at most 16.
+// them, at most config.MaxListed.
 func mapNames(spec *ebpf.CollectionSpec) string {
 	// ke_map_update_errors and ke_dropped are the helpers' own (maphealth.go,
 	// drops.go), never a metric.
@@ -376,22 +376,13 @@ func mapNames(spec *ebpf.CollectionSpec) string {
 	if len(names) == 0 {
 		return "none"
 	}
-	var b strings.Builder
-	for i, n := range names {
-		if i == 16 {
-			fmt.Fprintf(&b, ", and %d more", len(names)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if q := config.Quote(n); strings.HasPrefix(q, `"`) {
-			b.WriteString(n) // a short token
+	return config.JoinListed(len(names), func(b *strings.Builder, i int) {
+		if q := config.Quote(names[i]); strings.HasPrefix(q, `"`) {
+			b.WriteString(names[i]) // a short token
 		} else {
 			b.WriteString(q)
 		}
-	}
-	return b.String()
+	})
 }
 
 func isPerCPU(t ebpf.MapType) bool {

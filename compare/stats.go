@@ -43,15 +43,7 @@ func mannWhitney(base, new []float64) (delta, p float64) {
 	for _, v := range new {
 		all = append(all, obs{v, true})
 	}
-	slices.SortFunc(all, func(a, b obs) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b obs) int { return cmpFloat(a.v, b.v) })
 	// Mid-ranks of ties; rank sum of the new set.
 	var rankNew, tie float64
 	for i := 0; i < len(all); {
@@ -138,15 +130,7 @@ type bucket struct {
 // histogram_quantile does (increase() of each bucket extrapolates on its
 // own, so neighbours can cross by a rounding).
 func monotone(bs []bucket) {
-	slices.SortFunc(bs, func(a, b bucket) int {
-		switch {
-		case a.le < b.le:
-			return -1
-		case a.le > b.le:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(bs, func(a, b bucket) int { return cmpFloat(a.le, b.le) })
 	for i := 1; i < len(bs); i++ {
 		if bs[i].count < bs[i-1].count {
 			bs[i].count = bs[i-1].count
@@ -234,4 +218,16 @@ func total(bs []bucket) float64 {
 		return 0
 	}
 	return bs[len(bs)-1].count
+}
+
+// cmpFloat orders a and b for slices.SortFunc; unlike cmp.Compare it holds
+// a NaN equal to every number, as a plain comparison does.
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

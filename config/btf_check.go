@@ -64,23 +64,15 @@ func LabelSpans(labels []Label) (spans []LabelSpan, end int, ok bool) {
 
 // FormatSpans describes label spans for an error, as
 // `"sig" 0-4, "comm" 4-20`, a padding as `+4 padding`, at most 16 of
-// them.
+// them (MaxListed).
 func FormatSpans(spans []LabelSpan) string {
-	var b strings.Builder
-	for i, s := range spans {
-		if i == 16 {
-			fmt.Fprintf(&b, ", and %d more", len(spans)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s %d-%d", Quote(s.Name), s.Off, s.Off+s.Size)
+	return JoinListed(len(spans), func(b *strings.Builder, i int) {
+		s := spans[i]
+		fmt.Fprintf(b, "%s %d-%d", Quote(s.Name), s.Off, s.Off+s.Size)
 		if s.Padding > 0 {
-			fmt.Fprintf(&b, " +%d padding", s.Padding)
+			fmt.Fprintf(b, " +%d padding", s.Padding)
 		}
-	}
-	return b.String()
+	})
 }
 
 // keyField is a field of a key type: the key bytes [off, off+size).

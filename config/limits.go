@@ -164,6 +164,26 @@ func Quote(s string) string {
 	return fmt.Sprintf("(a string of %s)", plural.Count(len(s), "byte"))
 }
 
+// MaxListed is how many items an error lists (JoinListed).
+const MaxListed = 16
+
+// JoinListed returns n items, each written by item, joined by ", ": at
+// most MaxListed of them, then ", and N more" for the rest.
+func JoinListed(n int, item func(b *strings.Builder, i int)) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i == MaxListed {
+			fmt.Fprintf(&b, ", and %d more", n-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		item(&b, i)
+	}
+	return b.String()
+}
+
 // Sanitize rewrites an error message that may quote values from a config
 // file (as decoder errors do: `bad pattern "a("`): every quoted part, in
 // "double quotes", `back quotes` or 'single quotes', becomes Quote of its

@@ -94,17 +94,7 @@ func TestAlertSoak(t *testing.T) {
 	// The exporters.
 	def := Start(t)
 	cfgDir := t.TempDir()
-	compileBPF(t, filepath.Join("integration", "testdata", "maphealth", "fill.bpf.c"), filepath.Join(cfgDir, "mapfill.bpf.o"))
-	writeProbeConfig(t, cfgDir, "mapfill", `metrics:
-  counters:
-    - name: fill_total
-      help: getpriority calls with the test's which, by who
-      labels:
-        - name: who
-          size: 4
-          decoders:
-            - name: uint
-`)
+	writeMapFillConfig(t, cfgDir)
 	fill := Start(t, "--programs=none", "--config.dir="+cfgDir, "--config.names=mapfill")
 	if v := fill.Scrape().Value("kernel_exporter_config_up", L("config", "mapfill")); v != 1 {
 		t.Fatalf("config mapfill down:\n%s", fill.Logs())

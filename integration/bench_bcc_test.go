@@ -41,9 +41,10 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/kernel-exporter/kernel_exporter/internal/runcount"
 )
 
 // bccEvent is one row of the side-by-side table: the hooks whose programs
@@ -165,24 +166,12 @@ func programStats(b *testing.B, id ebpf.ProgramID) (bpfProg, bool) {
 // per-CPU array slot (the lookup is inlined by the verifier), nothing else.
 func floorProgram(b *testing.B, counter *ebpf.Map, hook string) (*ebpf.Program, link.Link) {
 	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:       "floor",
-		Type:       ebpf.Tracing,
-		AttachType: ebpf.AttachTraceRawTp,
-		AttachTo:   hook,
-		License:    "GPL",
-		Instructions: asm.Instructions{
-			asm.StoreImm(asm.R10, -4, 0, asm.Word),
-			asm.LoadMapPtr(asm.R1, counter.FD()),
-			asm.Mov.Reg(asm.R2, asm.R10),
-			asm.Add.Imm(asm.R2, -4),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "out"),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Add.Imm(asm.R1, 1),
-			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-			asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
-			asm.Return(),
-		},
+		Name:         "floor",
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceRawTp,
+		AttachTo:     hook,
+		License:      "GPL",
+		Instructions: runcount.Instructions(counter),
 	})
 	if err != nil {
 		b.Fatalf("floor program on %s: %v", hook, err)

@@ -93,6 +93,36 @@ func sortedIDs(m map[uint32]bool) []uint32 {
 	return ids
 }
 
+// stillLoaded returns the objects of held (the bpfFDs kinds "prog_id",
+// "map_id" and "link_id") of the given kinds, in that order and each by
+// ascending id, that are still in the kernel: "program 12", "map 34",
+// "link 56".
+func stillLoaded(held map[string]map[uint32]bool, kinds ...string) []string {
+	var left []string
+	for _, kind := range kinds {
+		for _, id := range sortedIDs(held[kind]) {
+			switch kind {
+			case "prog_id":
+				if p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id)); err == nil {
+					p.Close()
+					left = append(left, fmt.Sprintf("program %d", id))
+				}
+			case "map_id":
+				if m, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
+					m.Close()
+					left = append(left, fmt.Sprintf("map %d", id))
+				}
+			case "link_id":
+				if l, err := link.NewFromID(link.ID(id)); err == nil {
+					l.Close()
+					left = append(left, fmt.Sprintf("link %d", id))
+				}
+			}
+		}
+	}
+	return left
+}
+
 // warnLines returns the lines of logs at level WARN or ERROR.
 func warnLines(logs string) []string {
 	var out []string
@@ -206,18 +236,7 @@ func testShutdown(t *testing.T, sig syscall.Signal, group bool) {
 				left = append(left, fmt.Sprintf("program %d (%s)", id, name))
 			}
 		}
-		for _, id := range sortedIDs(held["map_id"]) {
-			if m, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
-				m.Close()
-				left = append(left, fmt.Sprintf("map %d", id))
-			}
-		}
-		for _, id := range sortedIDs(held["link_id"]) {
-			if l, err := link.NewFromID(link.ID(id)); err == nil {
-				l.Close()
-				left = append(left, fmt.Sprintf("link %d", id))
-			}
-		}
+		left = append(left, stillLoaded(held, "map_id", "link_id")...)
 		// No remaining link may point at one of our programs either.
 		it := new(link.Iterator)
 		for it.Next() {

@@ -146,8 +146,17 @@ func startProc(t *testing.T, wrapper []string, sys *syscall.SysProcAttr, args ..
 	t.Helper()
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	argv := append(append(append([]string{}, wrapper...), binary, "--web.listen-address="+addr), args...)
+	return startArgv(t, addr, argv, sys, "kernel_exporter")
+}
+
+// startArgv runs argv, an exporter told to listen on addr, with the
+// process attributes sys (nil: the defaults) and its output in the
+// Exporter's logs; it stops it at cleanup and fails t, naming what, when
+// it does not serve within 60 s.
+func startArgv(t *testing.T, addr string, argv []string, sys *syscall.SysProcAttr, what string) *Exporter {
+	t.Helper()
+	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	e.cmd = exec.Command(argv[0], argv[1:]...)
 	e.cmd.Stdout = e.logs
 	e.cmd.Stderr = e.logs
@@ -159,7 +168,7 @@ func startProc(t *testing.T, wrapper []string, sys *syscall.SysProcAttr, args ..
 	t.Cleanup(func() { e.Stop() })
 	// Generous: under QEMU's software emulation start-up takes seconds.
 	if err := waitServing(e.URL, e.done, 60*time.Second); err != nil {
-		t.Fatalf("kernel_exporter %v\n%s", err, e.logs)
+		t.Fatalf("%s: %v\n%s", what, err, e.logs)
 	}
 	return e
 }
@@ -281,7 +290,18 @@ func (ms Metrics) Series(name string, want map[string]string) int {
 // whose labels include want, and the cumulative count at bucket le (or -1
 // when no bucket has that bound).
 func (ms Metrics) Hist(name string, want map[string]string, le float64) (count uint64, sum float64, atLE int64) {
-	atLE = -1
+	count, sum, at := ms.histAt(name, want, func(a, b float64) bool { return a == b }, le)
+	return count, sum, at[0]
+}
+
+// histAt returns the summed count and sum of the histogram series of name
+// whose labels include want, and for each of les the summed cumulative
+// count of the buckets whose upper bound is same as it (-1 when none is).
+func (ms Metrics) histAt(name string, want map[string]string, same func(bound, le float64) bool, les ...float64) (count uint64, sum float64, at []int64) {
+	at = make([]int64, len(les))
+	for i := range at {
+		at[i] = -1
+	}
 	if mf, ok := ms[name]; ok {
 		for _, m := range mf.GetMetric() {
 			if !matches(m, want) {
@@ -291,16 +311,15 @@ func (ms Metrics) Hist(name string, want map[string]string, le float64) (count u
 			count += h.GetSampleCount()
 			sum += h.GetSampleSum()
 			for _, b := range h.GetBucket() {
-				if b.GetUpperBound() == le {
-					if atLE < 0 {
-						atLE = 0
+				for i, le := range les {
+					if same(b.GetUpperBound(), le) {
+						at[i] = max(at[i], 0) + int64(b.GetCumulativeCount())
 					}
-					atLE += int64(b.GetCumulativeCount())
 				}
 			}
 		}
 	}
-	return count, sum, atLE
+	return count, sum, at
 }
 
 // LabelValues returns the values of label across the series of name.

@@ -41,7 +41,7 @@ func TestImageIndexArches(t *testing.T) {
 	}
 	archive := os.Getenv("KE_IMAGE_INDEX_ARCHIVE")
 	if archive == "" {
-		archive = makeImageArches(t, t.TempDir(), "")
+		archive = makeImageArches(t, t.TempDir(), "", 10*time.Minute)
 	}
 	dir := t.TempDir()
 	untar(t, archive, dir)
@@ -62,10 +62,11 @@ func TestImageIndexArches(t *testing.T) {
 }
 
 // makeImageArches runs make image into dist for arches (default: the
-// Makefile's IMAGE_ARCHES) and returns the archive's path.
-func makeImageArches(t *testing.T, dist, arches string) string {
+// Makefile's IMAGE_ARCHES), failing t after timeout, and returns the
+// archive's path.
+func makeImageArches(t *testing.T, dist, arches string, timeout time.Duration) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
 	args := []string{"--no-print-directory", "image", "DIST=" + dist}

@@ -162,21 +162,7 @@ func TestImagePodman(t *testing.T) {
 // returns the archive's path.
 func makeImage(t *testing.T, dist string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	mk := exec.CommandContext(ctx, "make", "--no-print-directory", "image", "IMAGE_ARCHES="+runtime.GOARCH, "DIST="+dist)
-	mk.Dir = repoRoot
-	mk.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("make image: %v\n%s", err, out)
-	}
-	tars, _ := filepath.Glob(filepath.Join(dist, "kernel_exporter-*.oci.tar"))
-	if len(tars) != 1 {
-		t.Fatalf("make image: want one kernel_exporter-<version>.oci.tar in %s, got %v", dist, tars)
-	}
-	progress(t, "image: make image took %v: %s", time.Since(start).Round(time.Second), filepath.Base(tars[0]))
-	return tars[0]
+	return makeImageArches(t, dist, runtime.GOARCH, 5*time.Minute)
 }
 
 // checkImageConfig checks ref's entrypoint, default arguments, platform

@@ -15,6 +15,25 @@ import (
 // passes it).
 const fillWhich = 0x4b45
 
+// writeMapFillConfig compiles testdata/maphealth/fill.bpf.c into dir and
+// writes the config "mapfill" beside it: one counter, fill_total, labelled
+// by who (a uint). Start the exporter with --config.dir=dir
+// --config.names=mapfill.
+func writeMapFillConfig(t *testing.T, dir string) {
+	t.Helper()
+	compileBPF(t, filepath.Join("integration", "testdata", "maphealth", "fill.bpf.c"), filepath.Join(dir, "mapfill.bpf.o"))
+	writeProbeConfig(t, dir, "mapfill", `metrics:
+  counters:
+    - name: fill_total
+      help: getpriority calls with the test's which, by who
+      labels:
+        - name: who
+          size: 4
+          decoders:
+            - name: uint
+`)
+}
+
 // fillCalls calls getpriority(fillWhich, who) for who in [from, to).
 func fillCalls(t *testing.T, from, to int) {
 	t.Helper()
@@ -35,17 +54,7 @@ func fillCalls(t *testing.T, from, to int) {
 // and the landing page's mark.
 func TestMapHealth(t *testing.T) {
 	dir := t.TempDir()
-	compileBPF(t, filepath.Join("integration", "testdata", "maphealth", "fill.bpf.c"), filepath.Join(dir, "mapfill.bpf.o"))
-	writeProbeConfig(t, dir, "mapfill", `metrics:
-  counters:
-    - name: fill_total
-      help: getpriority calls with the test's which, by who
-      labels:
-        - name: who
-          size: 4
-          decoders:
-            - name: uint
-`)
+	writeMapFillConfig(t, dir)
 	e := Start(t, "--programs=none", "--config.dir="+dir, "--config.names=mapfill")
 	ms := e.Scrape()
 	if ms.Value("kernel_exporter_config_up", L("config", "mapfill")) != 1 {

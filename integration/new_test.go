@@ -95,13 +95,7 @@ func TestNewProgram(t *testing.T) {
 			}
 		}
 		for _, f := range []string{p.name + ".bpf.o", p.name + ".yaml"} {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(configs, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			copyProbeFile(t, filepath.Join(dir, f), filepath.Join(configs, f))
 		}
 	}
 

@@ -241,13 +241,7 @@ func TestReleaseAuthor(t *testing.T) {
 			t.Errorf("%s: make check:\n%s", p.name, out)
 		}
 		for _, f := range []string{p.name + ".bpf.o", p.name + ".yaml"} {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(configs, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			copyProbeFile(t, filepath.Join(dir, f), filepath.Join(configs, f))
 		}
 	}
 
@@ -376,45 +370,14 @@ func waitIgnoring(t *testing.T, pid int, sig unix.Signal) {
 // include want, the count, the sum, and the cumulative counts at the exp2
 // bounds 2^(slot-1) and 2^slot ns (-1 when a bound is missing).
 func expBuckets(ms Metrics, name string, want map[string]string, slot int) (count uint64, sum float64, below, at int64) {
-	below, at = -1, -1
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*b }
-	if mf, ok := ms[name]; ok {
-		for _, m := range mf.GetMetric() {
-			if !matches(m, want) {
-				continue
-			}
-			h := m.GetHistogram()
-			count += h.GetSampleCount()
-			sum += h.GetSampleSum()
-			for _, b := range h.GetBucket() {
-				for _, c := range []struct {
-					p *int64
-					k int
-				}{{&below, slot - 1}, {&at, slot}} {
-					if near(b.GetUpperBound(), math.Ldexp(1, c.k)*1e-9) {
-						*c.p = max(*c.p, 0) + int64(b.GetCumulativeCount())
-					}
-				}
-			}
-		}
-	}
-	return count, sum, below, at
+	count, sum, les := ms.histAt(name, want, near, math.Ldexp(1, slot-1)*1e-9, math.Ldexp(1, slot)*1e-9)
+	return count, sum, les[0], les[1]
 }
 
 // startBinary is Start with another kernel_exporter binary (the release's).
 func startBinary(t *testing.T, exe string, args ...string) *Exporter {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	e.cmd = exec.Command(exe, append([]string{"--web.listen-address=" + addr}, args...)...)
-	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { e.done <- e.cmd.Wait() }()
-	t.Cleanup(func() { e.Stop() })
-	if err := waitServing(e.URL, e.done, 60*time.Second); err != nil {
-		t.Fatalf("%s: %v\n%s", exe, err, e.logs)
-	}
-	return e
+	return startArgv(t, addr, append([]string{exe, "--web.listen-address=" + addr}, args...), nil, exe)
 }

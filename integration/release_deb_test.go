@@ -142,17 +142,7 @@ func TestReleaseDeb(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	argv = append(argv, "--web.listen-address="+addr)
 	t.Logf("unit command line: %q", argv)
-	e := &Exporter{t: t, URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	e.cmd = exec.Command(argv[0], argv[1:]...)
-	e.cmd.Stdout, e.cmd.Stderr = e.logs, e.logs
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { e.done <- e.cmd.Wait() }()
-	t.Cleanup(func() { e.Stop() })
-	if err := waitServing(e.URL, e.done, 60*time.Second); err != nil {
-		t.Fatalf("%q: %v\n%s", argv, err, e.logs)
-	}
+	e := startArgv(t, addr, argv, nil, fmt.Sprintf("%q", argv))
 	ms := e.Scrape()
 	configs := ms.LabelValues("kernel_exporter_config_up", "config")
 	if len(configs) == 0 {

@@ -5,8 +5,6 @@ package integration
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -341,21 +338,7 @@ func (c *nspawn) journal(t *testing.T, unit, priority string) string {
 // digest is the SHA-256 of a file of the container, read from the host.
 func (c *nspawn) digest(t *testing.T, path string) string {
 	t.Helper()
-	return fileDigest(t, fmt.Sprintf("/proc/%d/root%s", c.init, path))
-}
-
-func fileDigest(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return fileSHA256(t, fmt.Sprintf("/proc/%d/root%s", c.init, path))
 }
 
 // hostPID returns the host pid of the container's process pid.
@@ -430,7 +413,7 @@ func (c *nspawn) serving(t *testing.T, unit, url, version string) served {
 	}
 	var s served
 	s.pid = c.hostPID(t, pid)
-	s.exe = fileDigest(t, fmt.Sprintf("/proc/%d/exe", s.pid))
+	s.exe = fileSHA256(t, fmt.Sprintf("/proc/%d/exe", s.pid))
 	s.held = bpfFDs(t, s.pid)
 	if float64(len(s.held["prog_id"])) < attached || attached < 1 {
 		t.Errorf("the main process %d holds programs %v, want at least the %v attached", s.pid, sortedIDs(s.held["prog_id"]), attached)
@@ -444,19 +427,7 @@ func bpfGone(t *testing.T, what string, held map[string]map[uint32]bool) {
 	t.Helper()
 	var left []string
 	Eventually(t, 10*time.Second, func() bool {
-		left = left[:0]
-		for _, id := range sortedIDs(held["prog_id"]) {
-			if p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id)); err == nil {
-				p.Close()
-				left = append(left, fmt.Sprintf("program %d", id))
-			}
-		}
-		for _, id := range sortedIDs(held["map_id"]) {
-			if m, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
-				m.Close()
-				left = append(left, fmt.Sprintf("map %d", id))
-			}
-		}
+		left = stillLoaded(held, "prog_id", "map_id")
 		return len(left) == 0
 	}, "%s, still in the kernel: %v", what, func() string { return strings.Join(left, ", ") })
 }

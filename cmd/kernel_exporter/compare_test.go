@@ -45,8 +45,27 @@ func vectorJSON(samples ...string) string {
 func TestCompareBounds(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
+	// stall holds an answer until the client gives up or the test ends.
+	stall := func(r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}
 	names := vectorJSON(`{"metric":{"__name__":"kernel_calls_total"},"value":[1,"2"]}`)
 	hosts := vectorJSON(`{"metric":{"instance":"h1"},"value":[1,"1"]}`)
+	// listing answers the names and hosts queries (true), or nothing.
+	listing := func(w http.ResponseWriter, kind string) bool {
+		switch kind {
+		case "names":
+			fmt.Fprint(w, names)
+		case "hosts":
+			fmt.Fprint(w, hosts)
+		default:
+			return false
+		}
+		return true
+	}
 	var many strings.Builder
 	for i := 0; i < 200; i++ {
 		if i > 0 {
@@ -61,19 +80,13 @@ func TestCompareBounds(t *testing.T) {
 		want   string
 	}{
 		{"hangs", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
-			select {
-			case <-r.Context().Done():
-			case <-hang:
-			}
+			stall(r)
 		}, "no answer within 500ms (--query.timeout)"},
 		{"hangs mid-body", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[`)
 			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-			case <-hang:
-			}
+			stall(r)
 		}, "no answer within 500ms (--query.timeout)"},
 		{"garbage", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
 			w.Header().Set("Content-Type", "application/json")
@@ -99,30 +112,21 @@ func TestCompareBounds(t *testing.T) {
 			fmt.Fprint(w, hosts)
 		}, "match 2000000 kernel_* counter and histogram series (base 1000000, new 1000000), more than --query.max-series=50000"},
 		{"more series than counted", []string{"--query.max-series=300"}, func(w http.ResponseWriter, r *http.Request, kind string) {
-			switch kind {
-			case "names":
-				fmt.Fprint(w, names)
-			case "hosts":
-				fmt.Fprint(w, hosts)
-			default:
+			if !listing(w, kind) {
 				fmt.Fprint(w, vectorJSON(many.String()))
 			}
 		}, "new side: query increase(kernel_calls_total{os=\"b\"}[3600s]): answers hold 400 series so far, more than --query.max-series=300"},
 		{"a million series sent", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
-			switch kind {
-			case "names":
-				fmt.Fprint(w, names)
-			case "hosts":
-				fmt.Fprint(w, hosts)
-			default:
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[`)
-				one := []byte(`{"metric":{},"value":[1,"1"]},`)
-				for i := 0; i < 1_000_000-1; i++ {
-					_, _ = w.Write(one)
-				}
-				fmt.Fprint(w, `{"metric":{},"value":[1,"1"]}]}}`)
+			if listing(w, kind) {
+				return
 			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[`)
+			one := []byte(`{"metric":{},"value":[1,"1"]},`)
+			for i := 0; i < 1_000_000-1; i++ {
+				_, _ = w.Write(one)
+			}
+			fmt.Fprint(w, `{"metric":{},"value":[1,"1"]}]}}`)
 		}, "too many series: more than 50000 series in one answer (--query.max-series)"},
 		{"a bad metric name", nil, func(w http.ResponseWriter, r *http.Request, kind string) {
 			fmt.Fprint(w, vectorJSON(`{"metric":{"__name__":"kernel_x{a=\"b\"} or vector(1)"},"value":[1,"1"]}`))
