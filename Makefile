@@ -197,7 +197,9 @@ fuzz:
 #   make test-kernels  run the TestMatrix* integration tests on this kernel,
 #                      then in Debian 11's 5.10 and Debian 12's 6.1 cloud
 #                      kernels booted under QEMU (TCG), and print a table per program, attach mode and
-#                      kernel (tools/kernel-matrix/run.sh, docs/kernel-matrix.md).
+#                      kernel, then a line per kernel: "guest NAME ARCH RELEASE
+#                      btf=yes|no: N passed, M failed"
+#                      (tools/kernel-matrix/run.sh, docs/kernel-matrix.md).
 #                      Kernel packages are cached in .cache/kernels.
 # ---------------------------------------------------------------------------
 

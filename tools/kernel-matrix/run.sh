@@ -4,8 +4,9 @@
 # tests on this machine's kernel, then boots each guest kernel below under
 # QEMU (TCG: no KVM needed) with an initramfs holding busybox-static, the
 # static exporter and the compiled tests, runs them there, and prints one
-# table with a row per program, mode and kernel. Fails if any test fails on
-# any kernel or a guest does not report back.
+# table with a row per program, mode and kernel, then one summary line per
+# leg: "guest NAME ARCH RELEASE btf=yes|no: N passed, M failed". Fails if
+# any test fails on any kernel or a guest does not report back.
 #
 # Guest kernels (KERNELS below): Debian 11's 5.10 LTS cloud kernel, from
 # the bullseye suite through a private apt state under the cache (the
@@ -135,9 +136,14 @@ fetch() {
 
 # guest NAME PATTERN SUITE EXPECT DOWN TESTS: boots the kernel and runs
 # TESTS (a -test.run regexp) in it into $BUILD/guest-NAME.log. Returns
-# non-zero when the guest failed.
+# non-zero when the guest failed. Leaves for the summary line: G_ARCH,
+# G_RELEASE and G_BTF (what the kernel package says, until the guest's
+# KE-GUEST-INFO line says otherwise), and G_REASON when the guest did not
+# run its tests to the end.
 guest() {
 	local name=$1 pattern=$2 suite=$3 expect=$4 down=$5 tests=$6
+	local qemu=qemu-system-x86_64
+	G_ARCH=${qemu#qemu-system-} G_RELEASE=unknown G_BTF=unknown G_REASON="kernel not fetched"
 	log "guest $name: fetching the kernel"
 	local dir
 	dir=$(fetch "$name" "$pattern" "$suite") || return 1
@@ -145,8 +151,11 @@ guest() {
 	pkg=$(basename "$dir")
 	vmlinuz=$(ls "$dir"/boot/vmlinuz-* | head -n 1)
 	config=$(ls "$dir"/boot/config-* | head -n 1)
+	G_RELEASE=$(basename "$vmlinuz")
+	G_RELEASE=${G_RELEASE#vmlinuz-}
+	if grep -qx CONFIG_DEBUG_INFO_BTF=y "$config"; then G_BTF=yes; fi
 	for opt in CONFIG_DEBUG_INFO_BTF=y CONFIG_KPROBES=y CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS=y CONFIG_SERIAL_8250_CONSOLE=y CONFIG_BLK_DEV_INITRD=y; do
-		grep -qx "$opt" "$config" || { echo "test-kernels: $pkg lacks $opt" >&2; return 1; }
+		grep -qx "$opt" "$config" || { echo "test-kernels: $pkg lacks $opt" >&2; G_REASON="not booted: $pkg lacks $opt"; return 1; }
 	done
 
 	log "guest $name: building the initramfs"
@@ -173,12 +182,27 @@ guest() {
 	log "guest $name ($pkg): booting under QEMU (TCG), timeout ${GUEST_TIMEOUT}s"
 	local start rc=0
 	start=$(date +%s)
-	timeout "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -m 1024 -smp 1 \
+	G_REASON="not booted"
+	timeout "$GUEST_TIMEOUT" "$qemu" -accel tcg -m 1024 -smp 1 \
 		-nographic -no-reboot -nic none \
 		-kernel "$vmlinuz" -initrd "$BUILD/initramfs.cpio.gz" \
 		-append 'console=ttyS0 panic=-1 softlockup_panic=1 quiet' </dev/null \
 		| tr -d '\r' >"$BUILD/guest-$name.log" 2>&1 || rc=$?
 	echo "$name $pkg $(( $(date +%s) - start ))" >>"$BUILD/guests.txt"
+	if [ "$rc" -eq 124 ]; then
+		G_REASON="killed after ${GUEST_TIMEOUT}s"
+	else
+		G_REASON="qemu exit $rc"
+	fi
+	local info
+	info=$(grep -o 'KE-GUEST-INFO .*' "$BUILD/guest-$name.log" | head -n 1 || true)
+	if [ -n "$info" ]; then
+		G_RELEASE=$(infofield release "$info")
+		G_ARCH=$(infofield arch "$info")
+		G_BTF=$(infofield btf "$info")
+	else
+		G_REASON="$G_REASON; no KE-GUEST-INFO line, release and btf read from the kernel package"
+	fi
 
 	if ! grep -q '^KE-GUEST-EXIT 0$' "$BUILD/guest-$name.log" || grep -q -- '^--- FAIL' "$BUILD/guest-$name.log"; then
 		echo "test-kernels: FAIL in the $pkg guest (qemu exit $rc):" >&2
@@ -191,15 +215,56 @@ guest() {
 	fi
 }
 
+# infofield KEY LINE: the value of KEY=value in a KE-GUEST-INFO line.
+infofield() {
+	local f
+	for f in $2; do
+		case $f in "$1"=*) printf '%s' "${f#*=}" ;; esac
+	done
+}
+
+# summary NAME ARCH RELEASE BTF LOG STATUS REASON: prints the leg's line,
+# "guest NAME ARCH RELEASE btf=yes|no: N passed, M failed", counting the
+# top-level "--- PASS:" and "--- FAIL:" lines of LOG (go test -v; subtests
+# are indented). STATUS is the test binary's exit status, empty when the
+# leg never reported one (guest killed, panicked or not booted): that, or
+# a non-zero status without a FAIL line, counts as one more failure, and
+# REASON follows in parentheses.
+summary() {
+	local name=$1 arch=$2 release=$3 btf=$4 log=$5 status=$6 reason=$7
+	local passed=0 failed=0 note=""
+	if [ -f "$log" ]; then
+		passed=$(grep -c -- '^--- PASS: ' "$log" || true)
+		failed=$(grep -c -- '^--- FAIL: ' "$log" || true)
+	fi
+	if [ -z "$status" ]; then
+		failed=$((failed + 1))
+		note=" (did not report back: $reason; counted as 1 failed)"
+	elif [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+		failed=1
+		note=" (test binary exit $status without a --- FAIL line)"
+	fi
+	printf 'guest %s %s %s btf=%s: %d passed, %d failed%s\n' \
+		"$name" "$arch" "$release" "$btf" "$passed" "$failed" "$note"
+}
+
 fail=0
-rm -f "$BUILD"/guest-*.log "$BUILD/guests.txt"
+rm -f "$BUILD"/guest-*.log "$BUILD/guests.txt" "$BUILD/summary.txt"
 logs=("$BUILD/host.log")
+host_btf=no
+[ -e /sys/kernel/btf/vmlinux ] && host_btf=yes
+summary host "$(uname -m)" "$(uname -r)" "$host_btf" "$BUILD/host.log" "$host_rc" "" >>"$BUILD/summary.txt"
 for k in "${KERNELS[@]}"; do
 	IFS='|' read -r name pattern suite expect down tests <<<"$k"
 	case " $SELECTED " in *" $name "*) ;; *) continue ;; esac
 	if [ -z "$tests" ] || [ -n "${KE_MATRIX_RUN+x}" ]; then tests=$RUN; fi
 	guest "$name" "$pattern" "$suite" "$expect" "$down" "$tests" || fail=1
 	logs+=("$BUILD/guest-$name.log")
+	status=""
+	if [ -f "$BUILD/guest-$name.log" ]; then
+		status=$(grep -o 'KE-GUEST-EXIT [0-9]*' "$BUILD/guest-$name.log" | tail -n 1 | cut -d' ' -f2 || true)
+	fi
+	summary "$name" "$G_ARCH" "$G_RELEASE" "$G_BTF" "$BUILD/guest-$name.log" "$status" "$G_REASON" >>"$BUILD/summary.txt"
 done
 
 # The table: one row per MATRIX line of every run.
@@ -213,6 +278,8 @@ echo
 echo "host $(uname -r): ${host_secs}s"
 [ -f "$BUILD/guests.txt" ] && awk '{ printf "guest %s (%s): %ss (boot + tests, TCG)\n", $1, $2, $3 }' "$BUILD/guests.txt"
 echo "logs: ${logs[*]}"
+echo
+cat "$BUILD/summary.txt"
 
 if [ "$host_rc" -ne 0 ] || grep -q -- '^--- FAIL' "$BUILD/host.log"; then
 	echo "test-kernels: FAIL on the host (exit $host_rc):" >&2
