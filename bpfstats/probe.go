@@ -12,7 +12,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/kernel-exporter/kernel_exporter/internal/runcount"
+	"github.com/kernel-exporter/kernel_exporter/internal/selfcount"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 )
 
@@ -52,7 +52,7 @@ func NewStatsProbe() (*StatsProbe, error) {
 		return nil, fmt.Errorf("statistics probe map: %w", err)
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "ke_stats_probe", Type: ebpf.PerfEvent, License: "GPL",
-		Instructions: runcount.Instructions(m)})
+		Instructions: selfcount.Instructions(m)})
 	if err != nil {
 		m.Close()
 		return nil, fmt.Errorf("statistics probe program: %w", err)

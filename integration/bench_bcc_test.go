@@ -44,7 +44,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/kernel-exporter/kernel_exporter/internal/runcount"
+	"github.com/kernel-exporter/kernel_exporter/internal/selfcount"
 )
 
 // bccEvent is one row of the side-by-side table: the hooks whose programs
@@ -171,7 +171,7 @@ func floorProgram(b *testing.B, counter *ebpf.Map, hook string) (*ebpf.Program, 
 		AttachType:   ebpf.AttachTraceRawTp,
 		AttachTo:     hook,
 		License:      "GPL",
-		Instructions: runcount.Instructions(counter),
+		Instructions: selfcount.Instructions(counter),
 	})
 	if err != nil {
 		b.Fatalf("floor program on %s: %v", hook, err)

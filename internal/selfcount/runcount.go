@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package runcount holds the smallest useful BPF program: one that counts
+// Package selfcount holds the smallest useful BPF program: one that counts
 // its own runs. The statistics probe (bpfstats.StatsProbe) and the
 // benchmarks' floor program (integration/bench_bcc_test.go) both use it.
-package runcount
+package selfcount
 
 import (
 	"github.com/cilium/ebpf"
