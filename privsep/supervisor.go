@@ -146,7 +146,10 @@ func supervise(log *slog.Logger, ctl int, args []string, stop <-chan os.Signal) 
 			start := time.Now()
 			status := waitExit(pid)
 			current.Store(0)
-			if closing.Load() {
+			// A worker exits 0 only at the end of its own socket, which the
+			// exporter closes with ctl when it stops: give the reader of
+			// ctl the moment it needs to see that end too.
+			if closing.Load() || status == "exit status 0" && awaitTrue(&closing, closingWait) {
 				close(reaped)
 				select {} // the exit is under way
 			}
@@ -162,6 +165,21 @@ func supervise(log *slog.Logger, ctl int, args []string, stop <-chan os.Signal) 
 		time.Sleep(backoff)
 		backoff = min(2*backoff, MaxRestartBackoff)
 	}
+}
+
+// closingWait is how long the supervisor waits, after a worker exited 0,
+// for the end of file on its own socket that comes with the exporter's
+// stop, before it counts the exit as a worker that died.
+const closingWait = time.Second
+
+// awaitTrue reports whether b becomes true within d.
+func awaitTrue(b *atomic.Bool, d time.Duration) bool {
+	for deadline := time.Now().Add(d); !b.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // startWorker runs a worker with args and returns its pid and the
