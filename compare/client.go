@@ -5,8 +5,6 @@ package compare
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 
-	"github.com/kernel-exporter/kernel_exporter/bounded"
+	"github.com/kernel-exporter/kernel_exporter/httpclient"
 	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
@@ -31,8 +28,6 @@ const (
 	DefaultMaxBytes    = 32 << 20 // 32 MiB a response
 	DefaultTimeout     = 30 * time.Second
 	DefaultConcurrency = 4
-	// MaxSecretFile bounds a token, password, CA, certificate or key file.
-	MaxSecretFile = 1 << 20
 )
 
 // ErrTooLarge is returned (wrapped) when a response passes
@@ -48,14 +43,8 @@ var ErrTooManySeries = errors.New("too many series")
 type ClientOptions struct {
 	// URL of Prometheus, as http://prometheus:9090 (a path prefix is kept).
 	URL string
-	// BearerTokenFile holds a token sent as Authorization: Bearer.
-	BearerTokenFile string
-	// Username and PasswordFile: HTTP basic auth.
-	Username, PasswordFile string
-	// CAFile verifies the server; CertFile and KeyFile are a client
-	// certificate; InsecureSkipVerify skips verifying the server.
-	CAFile, CertFile, KeyFile string
-	InsecureSkipVerify        bool
+	// Options: authentication and TLS (package httpclient).
+	httpclient.Options
 	// MaxBytes bounds each response body (DefaultMaxBytes when 0).
 	MaxBytes int64
 	// Transport, when set, carries the requests instead of the one built
@@ -63,10 +52,8 @@ type ClientOptions struct {
 	Transport http.RoundTripper
 }
 
-// newAPI builds the query API client: prometheus/common/config's HTTP
-// client (auth and TLS) under a transport that bounds every body. The
-// files are read here, through package bounded, and handed over as
-// values, so that no file is read unbounded or at every request.
+// newAPI builds the query API client: package httpclient's transport
+// (auth and TLS) under one that bounds every body.
 func newAPI(o ClientOptions, maxSeries int) (v1.API, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -77,58 +64,9 @@ func newAPI(o ClientOptions, maxSeries int) (v1.API, error) {
 	}
 	rt := o.Transport
 	if rt == nil {
-		var cfg config.HTTPClientConfig
-		read := func(flag, path string) (string, error) {
-			if path == "" {
-				return "", nil
-			}
-			b, err := bounded.ReadFile(path, flag, MaxSecretFile)
-			if err != nil {
-				return "", fmt.Errorf("%s: %w", flag, err)
-			}
-			return string(b), nil
-		}
-		tok, err := read("--prometheus.bearer-token-file", o.BearerTokenFile)
-		if err != nil {
+		var err error
+		if rt, err = httpclient.RoundTripper(o.Options, "--prometheus.", "kernel_exporter_compare"); err != nil {
 			return nil, err
-		}
-		cfg.BearerToken = config.Secret(strings.TrimSpace(tok))
-		if o.Username != "" || o.PasswordFile != "" {
-			pw, err := read("--prometheus.password-file", o.PasswordFile)
-			if err != nil {
-				return nil, err
-			}
-			cfg.BasicAuth = &config.BasicAuth{Username: o.Username, Password: config.Secret(strings.TrimRight(pw, "\r\n"))}
-		}
-		if cfg.TLSConfig.CA, err = read("--prometheus.tls.ca-file", o.CAFile); err != nil {
-			return nil, err
-		}
-		if cfg.TLSConfig.Cert, err = read("--prometheus.tls.cert-file", o.CertFile); err != nil {
-			return nil, err
-		}
-		key, err := read("--prometheus.tls.key-file", o.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.TLSConfig.Key = config.Secret(key)
-		if cfg.TLSConfig.CA != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(cfg.TLSConfig.CA)) {
-			return nil, fmt.Errorf("--prometheus.tls.ca-file %s: no PEM certificate in it", printable.Quote(o.CAFile, 256))
-		}
-		if (o.CertFile == "") != (o.KeyFile == "") {
-			return nil, errors.New("--prometheus.tls.cert-file and --prometheus.tls.key-file go together")
-		}
-		if o.CertFile != "" {
-			if _, err := tls.X509KeyPair([]byte(cfg.TLSConfig.Cert), []byte(key)); err != nil {
-				return nil, fmt.Errorf("--prometheus.tls.cert-file %s, --prometheus.tls.key-file %s: %w", printable.Quote(o.CertFile, 256), printable.Quote(o.KeyFile, 256), err)
-			}
-		}
-		cfg.TLSConfig.InsecureSkipVerify = o.InsecureSkipVerify
-		cfg.FollowRedirects = true
-		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("client options: %w", err)
-		}
-		if rt, err = config.NewRoundTripperFromConfig(cfg, "kernel_exporter_compare"); err != nil {
-			return nil, fmt.Errorf("client options: %w", err)
 		}
 	}
 	c, err := api.NewClient(api.Config{Address: o.URL, RoundTripper: limitTransport{rt, o.MaxBytes, maxSeries}})

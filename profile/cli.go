@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/kernel-exporter/kernel_exporter/internal/plural"
 	"github.com/kernel-exporter/kernel_exporter/loader"
@@ -166,15 +167,19 @@ type DiffOptions struct {
 	Top int
 	By  Measure
 	// Kind of folded inputs (pprof files say theirs): CPU when "".
-	Kind           Kind
+	Kind Kind
+	// Inputs say how URLs are fetched (its Kind is set from Kind).
+	Inputs         InputOptions
 	Stdout, Stderr io.Writer
 	Logger         *slog.Logger
 }
 
-// DiffFiles is the profile diff command: it reads two profiles (pprof or
-// folded, see ReadFile) and writes their comparison (DiffResult.WriteTable
-// or WriteFolded). It returns ExitOK, ExitUsage or ExitFailed.
-func DiffFiles(base, new string, o DiffOptions) int {
+// DiffInputs is the profile diff command: it reads two sides, each one or
+// more profiles (files, pprof or folded, see ReadFile; or URLs), merged
+// with every input weighted equally (ReadInputs), and writes their
+// comparison (DiffResult.WriteTable or WriteFolded). It returns ExitOK,
+// ExitUsage or ExitFailed.
+func DiffInputs(ctx context.Context, base, new []string, o DiffOptions) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(o.Stderr, "kernel_exporter profile diff: %s\n", fmt.Sprintf(format, args...))
 		return code
@@ -195,13 +200,18 @@ func DiffFiles(base, new string, o DiffOptions) int {
 	if kind == "" {
 		kind = CPU
 	}
-	b, err := ReadFile(base, kind)
-	if err != nil {
-		return fail(ExitFailed, "%v", err)
+	o.Inputs.Kind = kind
+	var b, n *Profile
+	var berr, nerr error
+	var wg sync.WaitGroup
+	wg.Go(func() { b, berr = ReadInputs(ctx, base, o.Inputs) })
+	wg.Go(func() { n, nerr = ReadInputs(ctx, new, o.Inputs) })
+	wg.Wait()
+	if berr != nil {
+		return fail(ExitFailed, "base: %v", berr)
 	}
-	n, err := ReadFile(new, kind)
-	if err != nil {
-		return fail(ExitFailed, "%v", err)
+	if nerr != nil {
+		return fail(ExitFailed, "new: %v", nerr)
 	}
 	d, err := Diff(b, n)
 	if err != nil {

@@ -83,5 +83,5 @@
 //
 // Serving and commands: Handler serves /profile/cpu and /profile/offcpu
 // (mounted by package web with --profile.enable); Record is the profile
-// command, DiffFiles profile diff; package profile/top is top cpu.
+// command, DiffInputs profile diff; package profile/top is top cpu.
 package profile

@@ -188,6 +188,10 @@ func TestBadFlags(t *testing.T) {
 		tc{[]string{"profile", "diff", "a"}, "required argument 'new' not provided"},
 		tc{[]string{"profile", "diff", "a", "b", "--top=0"}, "--top 0: must be 1 to 10000"},
 		tc{[]string{"profile", "diff", "a", "b", "--sort=name"}, `--sort "name": enum value must be one of total,self`},
+		tc{[]string{"profile", "diff", "a", "b", "--timeout=0s"}, "--timeout 0s: must be positive"},
+		tc{[]string{"profile", "diff", "a", "b", "--max-bytes=2GiB"}, `--max-bytes "2GiB": must be 1KiB to 1GiB`},
+		tc{[]string{"profile", "diff", "a,,c", "b"}, `base "a,,c": an empty input in the comma-separated list`},
+		tc{[]string{"profile", "diff", "a", "b,"}, `new "b,": an empty input in the comma-separated list`},
 		tc{[]string{"--programs=timers", "--profile.frequency=0"}, "--profile.frequency 0: must be 1 to 999"},
 		tc{[]string{"--programs=timers", "--profile.max-duration=2h"}, "--profile.max-duration 2h0m0s: must be 1s to 1h0m0s"},
 	)

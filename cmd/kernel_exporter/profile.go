@@ -8,13 +8,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/alecthomas/units"
 
 	"github.com/kernel-exporter/kernel_exporter/budget"
+	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 	"github.com/kernel-exporter/kernel_exporter/loader"
 	"github.com/kernel-exporter/kernel_exporter/profile"
 	"github.com/kernel-exporter/kernel_exporter/profile/otlpprofile"
@@ -46,9 +50,12 @@ type profileRecordFlags struct {
 type profileDiffFlags struct {
 	base, new, format, sort, kind string
 	top                           int
+	inputs                        profile.InputOptions
+	maxBytes                      string
 
 	// Set by check.
-	by profile.Measure
+	by                profile.Measure
+	baseList, newList []string
 }
 
 // profileCommands declares profile, with its subcommands record (the
@@ -72,9 +79,18 @@ func profileCommands(app *kingpin.Application) []*command {
 	rc.Flag("bpf.memory-budget", "Kernel memory the profile's maps may hold, estimated before they are created (as 256MiB; 0: no budget).").Default(budget.DefaultMemoryBudgetText).StringVar(&r.memBudget)
 
 	d := &profileDiffFlags{}
-	dc := cmd.Command("diff", "Compare two profiles (pprof or folded, of two hosts or two times): the functions whose share of samples grew and shrank most, each profile normalised by its total.")
-	dc.Arg("base", "The profile compared against.").Required().StringVar(&d.base)
-	dc.Arg("new", "The profile compared.").Required().StringVar(&d.new)
+	dc := cmd.Command("diff", "Compare two profiles (pprof or folded, of two hosts or two times; files or exporters' "+profile.PathCPU+" URLs): the functions whose share of samples grew and shrank most, each profile normalised by its total. A side of several inputs (comma-separated) is their merge, every input weighted equally.")
+	dc.Arg("base", "The profile compared against: a file or an http(s):// URL (as http://host:9435"+profile.PathCPU+"?seconds=10), or several separated by commas, fetched at once and merged with equal weight.").Required().StringVar(&d.base)
+	dc.Arg("new", "The profile compared, as base.").Required().StringVar(&d.new)
+	dc.Flag("timeout", "Time each URL may take, its ?seconds= included.").Default(profile.DefaultFetchTimeout.String()).DurationVar(&d.inputs.Timeout)
+	dc.Flag("max-bytes", "Largest response body a URL may send, as 64MiB (1KiB to 1GiB).").Default("64MiB").StringVar(&d.maxBytes)
+	dc.Flag("http.bearer-token-file", "File holding a bearer token sent to the URLs.").StringVar(&d.inputs.Client.BearerTokenFile)
+	dc.Flag("http.username", "Basic auth user name for the URLs.").StringVar(&d.inputs.Client.Username)
+	dc.Flag("http.password-file", "File holding the basic auth password.").StringVar(&d.inputs.Client.PasswordFile)
+	dc.Flag("http.tls.ca-file", "CA certificates (PEM) that verify the exporters' certificates.").StringVar(&d.inputs.Client.CAFile)
+	dc.Flag("http.tls.cert-file", "Client certificate (PEM).").StringVar(&d.inputs.Client.CertFile)
+	dc.Flag("http.tls.key-file", "Client certificate's key (PEM).").StringVar(&d.inputs.Client.KeyFile)
+	dc.Flag("http.tls.insecure-skip-verify", "Do not verify the exporters' certificates.").BoolVar(&d.inputs.Client.InsecureSkipVerify)
 	dc.Flag("format", "table, or folded: difffolded.pl's lines (stack, base scaled to new's total, new) for flamegraph.pl's differential flame graph.").Default("table").EnumVar(&d.format, "table", profile.FormatFolded)
 	dc.Flag("top", "Functions listed as grown and as shrunk, 1 to 10000.").Default("20").IntVar(&d.top)
 	dc.Flag("sort", "Rank by total (share of stacks holding the function: the path that changed) or self (share where it is the innermost frame).").Default("total").EnumVar(&d.sort, "total", "self")
@@ -139,14 +155,51 @@ func (d *profileDiffFlags) check() error {
 		return fmt.Errorf("--top %d: must be 1 to 10000", d.top)
 	}
 	var err error
-	d.by, err = profile.ParseMeasure(d.sort)
+	if d.by, err = profile.ParseMeasure(d.sort); err != nil {
+		return err
+	}
+	if d.inputs.Timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", d.inputs.Timeout)
+	}
+	b, err := units.ParseBase2Bytes(d.maxBytes)
+	if err != nil || b < units.KiB || b > units.GiB {
+		return fmt.Errorf("--max-bytes %s: must be 1KiB to 1GiB", printable.Quote(d.maxBytes, 32))
+	}
+	d.inputs.MaxBytes, d.inputs.FlagPrefix = int64(b), "--http."
+	if d.baseList, err = splitInputs("base", d.base); err != nil {
+		return err
+	}
+	d.newList, err = splitInputs("new", d.new)
 	return err
 }
 
-// run compares the two profiles (profile.DiffFiles).
+// splitInputs splits a side of profile diff into its inputs: arg is one
+// file when it names one (a file name may hold a comma), else a
+// comma-separated list of files and URLs.
+func splitInputs(side, arg string) ([]string, error) {
+	if !profile.IsURL(arg) {
+		if _, err := os.Stat(arg); err == nil {
+			return []string{arg}, nil
+		}
+	}
+	parts := strings.Split(arg, ",")
+	if len(parts) > profile.MaxInputs {
+		return nil, fmt.Errorf("%s: %d inputs, at most %d", side, len(parts), profile.MaxInputs)
+	}
+	for _, p := range parts {
+		if p == "" {
+			return nil, fmt.Errorf("%s %s: an empty input in the comma-separated list", side, printable.Quote(arg, 256))
+		}
+	}
+	return parts, nil
+}
+
+// run compares the two sides (profile.DiffInputs).
 func (d *profileDiffFlags) run(e *env) int {
-	return profile.DiffFiles(d.base, d.new, profile.DiffOptions{Format: d.format, Top: d.top, By: d.by,
-		Kind: profile.Kind(d.kind), Stdout: e.stdout, Stderr: e.stderr, Logger: e.log})
+	ctx, stop := signalContext(e.log)
+	defer stop()
+	return profile.DiffInputs(ctx, d.baseList, d.newList, profile.DiffOptions{Format: d.format, Top: d.top, By: d.by,
+		Kind: profile.Kind(d.kind), Inputs: d.inputs, Stdout: e.stdout, Stderr: e.stderr, Logger: e.log})
 }
 
 // profileServeFlags are serve's flags of the /profile/ endpoints.
