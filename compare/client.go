@@ -17,7 +17,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
-	"github.com/kernel-exporter/kernel_exporter/httpclient"
+	"github.com/kernel-exporter/kernel_exporter/internal/httpclient"
 	"github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kernel-exporter/kernel_exporter/httpclient"
+	"github.com/kernel-exporter/kernel_exporter/internal/httpclient"
 	ptext "github.com/kernel-exporter/kernel_exporter/internal/printable"
 )
 
