@@ -77,7 +77,7 @@ func TestDiffRunqlat(t *testing.T) {
 	time.Sleep(time.Second)
 	counts := stress.stop(t)
 	b := nextMarks(t, runs...)
-	t.Logf("stress: %d ping-pong round trips, %d spinner loops, %d fork+exec of /bin/true", counts.roundTrips, counts.spins, counts.execs)
+	t.Logf("stress: %d ping-pong round trips, %d spinner processes, %d fork+exec of /bin/true", counts.roundTrips, counts.spins, counts.execs)
 	if counts.execs < 10 || counts.roundTrips < 1000 {
 		t.Fatalf("the stress did too little: %+v", counts)
 	}
@@ -172,12 +172,13 @@ type runqStress struct {
 	wg                       sync.WaitGroup
 	roundTrips, spins, execs atomic.Uint64
 	pps                      []*pingPong
+	spinners                 []*exec.Cmd
 }
 
 type runqCounts struct{ roundTrips, spins, execs uint64 }
 
-// startRunqStress starts a spinner pinned to each CPU this process may
-// use, four ping-pong thread pairs and a fork+exec loop.
+// startRunqStress starts a spinner process pinned to each CPU this process
+// may use, four ping-pong thread pairs and a fork+exec loop.
 func startRunqStress(t *testing.T) *runqStress {
 	t.Helper()
 	s := &runqStress{done: make(chan struct{})}
@@ -193,28 +194,19 @@ func startRunqStress(t *testing.T) *runqStress {
 			return false
 		}
 	}
+	// The spinners are processes of their own: this process's garbage
+	// collector stops its threads at every cycle, and a CPU whose spinner
+	// thread waits for it would switch to idle.
 	for cpu := range runtime.NumCPU() * 4 {
 		if !allowed.IsSet(cpu) {
 			continue
 		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var one unix.CPUSet
-			one.Set(cpu)
-			if err := unix.SchedSetaffinity(0, &one); err != nil {
-				return
-			}
-			for x := 1; !stopped(); s.spins.Add(1) {
-				for range 100000 {
-					x ^= x<<1 + 1
-				}
-			}
-			// Back to every CPU before the thread serves other goroutines.
-			_ = unix.SchedSetaffinity(0, &allowed)
-		}()
+		cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start a spinner on CPU %d (taskset, from util-linux): %v", cpu, err)
+		}
+		s.spinners = append(s.spinners, cmd)
+		s.spins.Add(1)
 	}
 	for range 4 {
 		pp, err := newPingPong()
@@ -255,6 +247,10 @@ func (s *runqStress) stop(t *testing.T) runqCounts {
 	case <-s.done:
 	default:
 		close(s.done)
+		for _, cmd := range s.spinners {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
 		s.wg.Wait()
 		for _, pp := range s.pps {
 			pp.close()
