@@ -246,10 +246,20 @@ func startExactLoad(t *testing.T) func() string {
 	var wg sync.WaitGroup
 	var werr error
 	wg.Add(3)
+	// Stopped at the end of the test whatever happens: a load left running
+	// would be counted by every test after it.
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 	go func() {
 		defer wg.Done()
 		for !stop.Load() {
-			ioprioGets(100, time.Millisecond)
+			// The pace changes every 700 ms, so that the rate of one
+			// measuring period differs from the next and the landing
+			// page's figure changes at each window's end.
+			pace := time.Millisecond
+			if time.Now().UnixMilli()/700%2 == 1 {
+				pace = 2 * time.Millisecond
+			}
+			ioprioGets(100, pace)
 			ioprio.Add(100)
 		}
 	}()
