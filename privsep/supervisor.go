@@ -144,12 +144,12 @@ func supervise(log *slog.Logger, ctl int, args []string, stop <-chan os.Signal) 
 				return 0 // the exporter is gone
 			}
 			start := time.Now()
-			status := waitExit(pid)
+			status, clean := waitExit(pid)
 			current.Store(0)
 			// A worker exits 0 only at the end of its own socket, which the
 			// exporter closes with ctl when it stops: give the reader of
 			// ctl the moment it needs to see that end too.
-			if closing.Load() || status == "exit status 0" && awaitTrue(&closing, closingWait) {
+			if closing.Load() || clean && awaitTrue(&closing, closingWait) {
 				close(reaped)
 				select {} // the exit is under way
 			}
@@ -204,8 +204,9 @@ func startWorker(args []string) (int, int, error) {
 	return pid, fds[0], nil
 }
 
-// waitExit waits for pid and describes how it ended.
-func waitExit(pid int) string {
+// waitExit waits for pid and describes how it ended; clean is whether it
+// exited with status 0.
+func waitExit(pid int) (status string, clean bool) {
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, 0, nil)
@@ -213,15 +214,15 @@ func waitExit(pid int) string {
 			continue
 		}
 		if err != nil {
-			return "wait: " + err.Error()
+			return "wait: " + err.Error(), false
 		}
 		break
 	}
 	switch {
 	case ws.Signaled():
-		return "killed by " + unix.SignalName(ws.Signal())
+		return "killed by " + unix.SignalName(ws.Signal()), false
 	case ws.Exited():
-		return "exit status " + strconv.Itoa(ws.ExitStatus())
+		return "exit status " + strconv.Itoa(ws.ExitStatus()), ws.ExitStatus() == 0
 	}
-	return "ended"
+	return "ended", false
 }
